@@ -1,0 +1,95 @@
+"""Cases: named, runnable scenarios a kernel file defines (inputs, expected verdict, reference)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+
+import numpy as np
+
+from .results import Verdict
+
+
+@dataclasses.dataclass
+class Case:
+    """One runnable scenario of a kernel."""
+
+    kernel: Callable
+    inputs: dict
+    outputs: dict  # name -> (shape, dtype)
+    params: dict = dataclasses.field(default_factory=dict)
+    reference: Callable | None = None  # inputs -> {output name: expected array}
+    atol: float = 0.0
+    rtol: float = 0.0
+    expect: Verdict = Verdict.OK
+    chip: str = "a2"
+    description: str = ""
+    name: str = ""
+
+
+def case(fn: Callable | None = None, *, name: str | None = None):
+    """Mark a zero-argument function that returns a :class:`Case` as a runnable case of its file."""
+
+    def mark(f):
+        f.__ascjax_case__ = name or f.__name__
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+def load_cases(path: str) -> dict[str, Callable]:
+    """Import a kernel file and return its cases by name, in file order."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no kernel file {path}")
+    mod_name = "ascjax_kernel_" + os.path.splitext(os.path.basename(path))[0]
+    if mod_name in sys.modules and getattr(sys.modules[mod_name], "__file__", None) == path:
+        module = sys.modules[mod_name]
+    else:
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+    found = {}
+    for value in vars(module).values():
+        label = getattr(value, "__ascjax_case__", None)
+        if label is not None and callable(value):
+            found[label] = value
+    return found
+
+
+def build_case(path: str, name: str) -> Case:
+    cases = load_cases(path)
+    if name not in cases:
+        raise KeyError(f"{path} defines no case {name!r}; it has: {', '.join(cases) or 'none'}")
+    c = cases[name]()
+    c.name = c.name or name
+    doc = (cases[name].__doc__ or "").strip()
+    if not c.description and doc:
+        c.description = doc.splitlines()[0]
+    return c
+
+
+def max_abs_err(outputs: dict, expected: dict) -> float:
+    """Largest |output - expected| over every output the reference names (float64)."""
+    worst = 0.0
+    for name, want in expected.items():
+        got = np.asarray(outputs[name]).astype(np.float64)
+        diff = np.abs(got - np.asarray(want).astype(np.float64))
+        worst = max(worst, float(np.max(diff)) if diff.size else 0.0)
+    return worst
+
+
+def run_case(c: Case, *, chip: str | None = None, jit: bool = True):
+    """Run a case; returns (result, report, max_abs_err or None)."""
+    from .run import run
+
+    result = run(c.kernel, c.inputs, c.outputs, chip=chip or c.chip, params=c.params, jit=jit)
+    rep = result.report()
+    err = None
+    if c.reference is not None:
+        err = max_abs_err(result.outputs, c.reference(c.inputs))
+    return result, rep, err

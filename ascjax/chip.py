@@ -1,0 +1,147 @@
+"""Chip table: buffer sizes, alignments, fractal formats and mmad dtype combinations.
+
+Every number cites ``shared/spec/ascend-facts.md`` (section in brackets). A chip is a
+frozen, hashable dataclass so it can sit as static metadata in a jitted program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+
+from .kinds import Buffer, Format
+
+KIB = 1024
+
+# (a_dtype, b_dtype) -> c_dtype; bias dtype equals c_dtype [facts §5 "Mmad dtypes", seed 004].
+_COMMON_MMAD = {
+    ("int8", "int8"): "int32",
+    ("float16", "float16"): "float32",
+    ("bfloat16", "bfloat16"): "float32",
+    ("float32", "float32"): "float32",
+}
+_ARCH_2201_EXTRA = {("int4", "int4"): "int32"}
+_ARCH_3510_EXTRA = {
+    ("hifloat8", "hifloat8"): "float32",
+    ("float8_e5m2", "float8_e5m2"): "float32",
+    ("float8_e5m2", "float8_e4m3fn"): "float32",
+    ("float8_e4m3fn", "float8_e5m2"): "float32",
+    ("float8_e4m3fn", "float8_e4m3fn"): "float32",
+}
+
+#: dtype combinations the chip supports but this version of ascjax does not emulate yet.
+LOW_PRECISION_DTYPES = frozenset(
+    {"int4", "hifloat8", "float8_e5m2", "float8_e4m3fn"}
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Chip:
+    """Static description of one Ascend AI Core generation."""
+
+    name: str
+    arch: str
+    buffer_bytes: MappingProxyType  # Buffer -> capacity in bytes
+    align_bytes: MappingProxyType  # Buffer -> minimum address alignment in bytes
+    a_format: Format  # fractal format mmad reads A in (L0A)
+    mmad_dtypes: MappingProxyType  # (a, b) -> c
+    intra_event_ids: int  # SetFlag/WaitFlag ids are 0 .. intra_event_ids-1
+    cross_event_ids: int  # set/wait_cross_core ids are 0 .. cross_event_ids-1
+    unit_flag_block_bytes: int  # one unit-flag bit per block of L0C
+    gemv_can_be_disabled: bool  # 3510 has `disable_gemv`; 2201 always runs GEMV when m == 1
+    max_mmad_dim: int  # m, k, n upper bound (inclusive)
+
+    def _key(self) -> tuple:
+        return tuple(
+            tuple(sorted(v.items(), key=repr)) if isinstance(v, MappingProxyType) else v
+            for v in (getattr(self, f.name) for f in dataclasses.fields(self))
+        )
+
+    def __hash__(self) -> int:  # MappingProxyType is unhashable: hash the contents
+        return hash(self._key())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Chip) and self._key() == other._key()
+
+    @property
+    def l0c_blocks(self) -> int:
+        return self.buffer_bytes[Buffer.L0C] // self.unit_flag_block_bytes
+
+    def replace(self, **changes) -> Chip:
+        """A copy with some fields changed, e.g. ``chip.replace(intra_event_ids=16)``."""
+        return dataclasses.replace(self, **changes)
+
+
+def _proxy(d):
+    return MappingProxyType(dict(d))
+
+
+# Atlas A2 / A3 (arch 2201): L0C 128 KB, L0A/L0B 64 KB, BiasTable 1 KB [seed 004];
+# L1 512 KB, UB 192 KB [facts §5 "Sizes"]; alignments [facts §5 "Alignment", seed 004].
+_SIZES_2201 = {
+    Buffer.L1: 512 * KIB,
+    Buffer.L0A: 64 * KIB,
+    Buffer.L0B: 64 * KIB,
+    Buffer.L0C: 128 * KIB,
+    Buffer.BT: 1 * KIB,
+    Buffer.UB: 192 * KIB,
+}
+# Ascend 950 (arch 3510): L0C 256 KB, L0A/L0B 64 KB, BiasTable 4 KB [seed 004]; L1 512 KB,
+# UB 256 KB [facts §5].
+_SIZES_3510 = {
+    Buffer.L1: 512 * KIB,
+    Buffer.L0A: 64 * KIB,
+    Buffer.L0B: 64 * KIB,
+    Buffer.L0C: 256 * KIB,
+    Buffer.BT: 4 * KIB,
+    Buffer.UB: 256 * KIB,
+}
+# mmad needs C 1024 B, A/B 512 B, bias 64 B [seed 004]; L1 and UB 32 B [facts §5].
+_ALIGN = {
+    Buffer.L1: 32,
+    Buffer.L0A: 512,
+    Buffer.L0B: 512,
+    Buffer.L0C: 1024,
+    Buffer.BT: 64,
+    Buffer.UB: 32,
+}
+
+
+def _chip(name: str, arch: str, sizes, a_format: Format, extra) -> Chip:
+    return Chip(
+        name=name,
+        arch=arch,
+        buffer_bytes=_proxy(sizes),
+        align_bytes=_proxy(_ALIGN),
+        a_format=a_format,
+        mmad_dtypes=_proxy({**_COMMON_MMAD, **extra}),
+        # SetFlag/WaitFlag ids 0-7 on 950/A2/A3 [facts §2]; PyPTO-Pro documents 0-15 (CONFLICT):
+        # the Ascend C limit is the default, `chip.replace(intra_event_ids=16)` lifts it.
+        intra_event_ids=8,
+        cross_event_ids=16,  # [facts §3]
+        unit_flag_block_bytes=512,  # [facts §1 "Granularity"]
+        gemv_can_be_disabled=(arch == "3510"),
+        max_mmad_dim=4095,  # m, k, n in [0, 4095] [seed 004]
+    )
+
+
+CHIPS: MappingProxyType = _proxy(
+    {
+        "a2": _chip("a2", "2201", _SIZES_2201, Format.ZZ, _ARCH_2201_EXTRA),
+        "a3": _chip("a3", "2201", _SIZES_2201, Format.ZZ, _ARCH_2201_EXTRA),
+        "950": _chip("950", "3510", _SIZES_3510, Format.NZ, _ARCH_3510_EXTRA),
+    }
+)
+
+
+def get_chip(chip: str | Chip) -> Chip:
+    """Look a chip up by name (``a2``, ``a3``, ``950``) or pass a :class:`Chip` through."""
+    if isinstance(chip, Chip):
+        return chip
+    try:
+        return CHIPS[str(chip).lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown chip {chip!r}: choose one of {sorted(CHIPS)} "
+            "(a2/a3 = Atlas A2/A3, arch 2201; 950 = Ascend 950PR/DT, arch 3510)"
+        ) from None

@@ -1,0 +1,78 @@
+"""Element types: canonical names, NumPy/ml_dtypes objects and fractal widths."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+# canonical name -> NumPy dtype (None: packed/custom formats emulated in a later release)
+_DTYPES: dict[str, np.dtype | None] = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "int8": np.dtype(np.int8),
+    "int32": np.dtype(np.int32),
+    "uint8": np.dtype(np.uint8),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "int4": np.dtype(ml_dtypes.int4),
+    "hifloat8": None,
+}
+_ALIASES = {
+    "f32": "float32", "float": "float32", "fp32": "float32",
+    "f16": "float16", "half": "float16", "fp16": "float16",
+    "bf16": "bfloat16", "bfloat16_t": "bfloat16",
+    "s8": "int8", "int8_t": "int8", "s32": "int32", "int32_t": "int32", "u8": "uint8",
+    "int4b_t": "int4", "s4": "int4",
+    "hif8": "hifloat8", "hifloat8_t": "hifloat8",
+    "fp8_e4m3fn": "float8_e4m3fn", "fp8_e4m3fn_t": "float8_e4m3fn", "e4m3": "float8_e4m3fn",
+    "fp8_e5m2": "float8_e5m2", "fp8_e5m2_t": "float8_e5m2", "e5m2": "float8_e5m2",
+}
+_BITS = {"int4": 4, "hifloat8": 8}
+
+
+def dtype_name(dtype) -> str:
+    """Canonical name of a dtype given as a string, NumPy/JAX dtype or scalar type."""
+    if isinstance(dtype, str):
+        name = _ALIASES.get(dtype.lower(), dtype.lower())
+        if name in _DTYPES:
+            return name
+        raise ValueError(f"unknown dtype {dtype!r}: expected one of {sorted(_DTYPES)}")
+    name = np.dtype(dtype).name
+    if name in _DTYPES:
+        return name
+    raise ValueError(f"dtype {name} has no Ascend equivalent: expected one of {sorted(_DTYPES)}")
+
+
+def to_numpy_dtype(dtype) -> np.dtype:
+    """NumPy dtype of a supported element type (error for formats not yet emulated)."""
+    name = dtype_name(dtype)
+    np_dtype = _DTYPES[name]
+    if np_dtype is None:
+        raise NotImplementedError(
+            f"dtype {name} is not emulated yet (low-precision formats arrive with the numerics release)"
+        )
+    return np_dtype
+
+
+def bits(dtype) -> int:
+    name = dtype_name(dtype)
+    return _BITS.get(name) or _DTYPES[name].itemsize * 8
+
+
+def k0(dtype) -> int:
+    """Fractal width of an input fractal: 32 bytes / sizeof(dtype) (int4: 64)."""
+    return 256 // bits(dtype)
+
+
+def is_float(dtype) -> bool:
+    name = dtype_name(dtype)
+    return name not in ("int8", "int32", "uint8", "int4")
+
+
+def max_finite(dtype) -> float:
+    """Largest finite value, the saturation bound of saturation mode."""
+    np_dtype = to_numpy_dtype(dtype)
+    if is_float(dtype):
+        return float(ml_dtypes.finfo(np_dtype).max)
+    return float(np.iinfo(np_dtype).max)

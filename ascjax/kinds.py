@@ -1,0 +1,78 @@
+"""The vocabulary: buffers, fractal formats and hardware pipes of an AI Core."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Buffer(enum.Enum):
+    """On-chip buffers (and GM). Names follow the Ascend C memory spaces."""
+
+    GM = "GM"
+    L1 = "L1"  # Mat / cbuf
+    L0A = "L0A"  # Left, __ca__
+    L0B = "L0B"  # Right, __cb__
+    L0C = "L0C"  # Acc, __cc__
+    BT = "BiasTable"
+    UB = "UB"  # Vec (AIV only)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Format(enum.Enum):
+    """Tile data formats. Fractals are 16 x c0 (c0 = 32 B / itemsize; 16 on L0C)."""
+
+    ND = "ND"  # row-major
+    NZ = "Nz"  # (M, N) -> (N1, M1, M0, N0): column of fractals, each row-major
+    ZZ = "Zz"  # (M, K) -> (M1, K1, M0, K0): row of fractals, each row-major
+    ZN = "Zn"  # (K, N) -> (K1, N1, N0, K0): bit for bit the Nz image of the transpose
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Pipe(enum.IntEnum):
+    """Hardware pipes of one core. Each executes its own instructions in order."""
+
+    S = 0  # scalar
+    V = 1  # vector (AIV)
+    M = 2  # cube: mmad (AIC)
+    MTE1 = 3  # L1 -> L0A / L0B / BiasTable
+    MTE2 = 4  # GM -> L1 / UB
+    MTE3 = 5  # UB -> GM / L1
+    FIX = 6  # fixpipe: L0C -> GM / UB
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def parse(cls, pipe: Pipe | str) -> Pipe:
+        """Accept ``Pipe.M``, ``"M"`` or ``"PIPE_M"``."""
+        if isinstance(pipe, Pipe):
+            return pipe
+        name = str(pipe).upper().removeprefix("PIPE_")
+        try:
+            return cls[name]
+        except KeyError:
+            raise ValueError(
+                f"unknown pipe {pipe!r}: expected one of {[p.name for p in cls]} (or 'ALL' for a barrier)"
+            ) from None
+
+
+N_PIPES = len(Pipe)
+
+#: Legal SetFlag/WaitFlag (src, dst) pairs on the AIC [facts §2 "Legal pairs on 2201"].
+AIC_FLAG_PAIRS = frozenset(
+    {
+        (Pipe.M, Pipe.MTE1), (Pipe.M, Pipe.MTE2), (Pipe.M, Pipe.FIX),
+        (Pipe.MTE1, Pipe.M), (Pipe.MTE1, Pipe.MTE2), (Pipe.MTE1, Pipe.MTE3), (Pipe.MTE1, Pipe.FIX),
+        (Pipe.MTE2, Pipe.M), (Pipe.MTE2, Pipe.MTE1), (Pipe.MTE2, Pipe.MTE3),
+        (Pipe.MTE3, Pipe.MTE1), (Pipe.MTE3, Pipe.MTE2),
+        (Pipe.FIX, Pipe.M), (Pipe.FIX, Pipe.MTE1),
+        (Pipe.FIX, Pipe.MTE2),  # HardEvent FIX_MTE2: reload what a fixpipe wrote to GM
+        # the scalar unit may hand over to any pipe and back (S_MTE2, MTE2_S, ... in HardEvent)
+        *((Pipe.S, p) for p in (Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.FIX)),
+        *((p, Pipe.S) for p in (Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.FIX)),
+    }
+)

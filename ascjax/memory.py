@@ -1,0 +1,151 @@
+"""Static allocation of tiles: where a tile lives, its shape, dtype and format.
+
+Tiles are plain Python metadata checked at trace time (alignment, capacity, overlap,
+format). Their *data* lives in the machine state as typed arrays in physical layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import dtypes
+from .chip import Chip
+from .kinds import Buffer, Format
+from .layout import padded_shape, physical_shape
+
+# formats each buffer may hold, the first is the default (L0A: the chip's A format, see below)
+_FORMATS = {
+    Buffer.L1: (Format.NZ, Format.ND),
+    Buffer.L0A: (),  # chip.a_format, or ND for GEMV (m == 1)
+    Buffer.L0B: (Format.ZN,),
+    Buffer.L0C: (Format.NZ,),
+    Buffer.BT: (Format.ND,),
+    Buffer.UB: (Format.ND,),
+}
+_ACC_DTYPES = ("float32", "int32")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """A (rows x cols) matrix placed in an on-chip buffer."""
+
+    name: str
+    buffer: Buffer
+    addr: int  # byte address inside the buffer
+    rows: int
+    cols: int
+    dtype: str  # canonical dtype name, see ascjax.dtypes
+    fmt: Format
+
+    @property
+    def c0(self) -> int:
+        """Fractal width: 16 on L0C, 32 B / itemsize for input fractals."""
+        if self.buffer is Buffer.L0C:
+            return 16
+        return dtypes.k0(self.dtype) if self.fmt is not Format.ND else 1
+
+    @property
+    def padded(self) -> tuple[int, int]:
+        return padded_shape(self.rows, self.cols, self.fmt, self.c0)
+
+    @property
+    def physical_shape(self) -> tuple[int, ...]:
+        return physical_shape(self.rows, self.cols, self.fmt, self.c0)
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return dtypes.to_numpy_dtype(self.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        rp, cp = self.padded
+        return rp * cp * dtypes.bits(self.dtype) // 8
+
+    @property
+    def end(self) -> int:
+        return self.addr + self.nbytes
+
+    def __str__(self) -> str:
+        return f"`{self.name}` ({self.buffer} @{self.addr:#x}, {self.rows}x{self.cols} {self.dtype} {self.fmt})"
+
+
+class Allocator:
+    """Places tiles in the buffers of one core and checks every placement rule."""
+
+    def __init__(self, chip: Chip):
+        self.chip = chip
+        self.live: dict[Buffer, list[Tile]] = {b: [] for b in Buffer if b is not Buffer.GM}
+        self.names: set[str] = set()
+
+    def default_format(self, buffer: Buffer) -> Format:
+        if buffer is Buffer.L0A:
+            return self.chip.a_format
+        return _FORMATS[buffer][0]
+
+    def alloc(self, buffer, shape, dtype, *, fmt=None, addr=None, name=None) -> Tile:
+        buffer = Buffer(buffer) if not isinstance(buffer, Buffer) else buffer
+        if buffer is Buffer.GM:
+            raise ValueError("GM tensors are kernel inputs/outputs, not tiles: pass them to run()")
+        rows, cols = (1, shape) if isinstance(shape, int) else tuple(shape)
+        if rows <= 0 or cols <= 0:
+            raise ValueError(f"tile shape must be positive, got {rows}x{cols}")
+        dtype = dtypes.dtype_name(dtype)
+        fmt = self.default_format(buffer) if fmt is None else Format(fmt)
+        allowed = (self.chip.a_format, Format.ND) if buffer is Buffer.L0A else _FORMATS[buffer]
+        if fmt not in allowed:
+            raise ValueError(
+                f"rule 'buffer format': {buffer} holds {'/'.join(map(str, allowed))} data on chip "
+                f"{self.chip.name}, not {fmt}"
+                + (" (ND in L0A is only for GEMV, m == 1)" if buffer is Buffer.L0A else "")
+            )
+        if buffer in (Buffer.L0C, Buffer.BT) and dtype not in _ACC_DTYPES:
+            raise ValueError(
+                f"rule 'accumulator dtype': {buffer} holds float32 or int32, not {dtype}"
+            )
+        if buffer is Buffer.BT and rows != 1:
+            raise ValueError(f"rule 'bias shape': a BiasTable tile is one row (1 x N), got {rows}x{cols}")
+        if name is None:
+            name = f"{buffer.name.lower()}_{len(self.names)}"
+        if name in self.names:
+            raise ValueError(f"tile name {name!r} is already used: give each tile its own name")
+        probe = Tile(name, buffer, 0, rows, cols, dtype, fmt)
+        size = self.chip.buffer_bytes[buffer]
+        align = self.chip.align_bytes[buffer]
+        if addr is None:
+            addr = self._first_fit(buffer, probe.nbytes, align)
+        tile = dataclasses.replace(probe, addr=int(addr))
+        if tile.addr % align:
+            raise ValueError(
+                f"rule '{buffer} alignment': {tile} starts at byte {tile.addr}, which is not a multiple "
+                f"of {align} B; move it to {tile.addr - tile.addr % align + align}"
+            )
+        if tile.addr < 0 or tile.end > size:
+            raise ValueError(
+                f"rule '{buffer} capacity': {tile} needs bytes [{tile.addr}, {tile.end}) "
+                f"({tile.nbytes} B after padding to whole fractals) but {buffer} on chip "
+                f"{self.chip.name} has {size} B"
+            )
+        for other in self.live[buffer]:
+            if tile.addr < other.end and other.addr < tile.end:
+                raise ValueError(
+                    f"rule 'no overlap': {tile} bytes [{tile.addr}, {tile.end}) overlap live tile "
+                    f"{other} bytes [{other.addr}, {other.end}); free it first or move one of them"
+                )
+        self.live[buffer].append(tile)
+        self.names.add(name)
+        return tile
+
+    def free(self, tile: Tile) -> None:
+        if tile not in self.live[tile.buffer]:
+            raise ValueError(f"{tile} is not live: it was never allocated here or was freed already")
+        self.live[tile.buffer].remove(tile)
+
+    def _first_fit(self, buffer: Buffer, nbytes: int, align: int) -> int:
+        addr = 0
+        for other in sorted(self.live[buffer], key=lambda t: t.addr):
+            if addr + nbytes <= other.addr:
+                break
+            addr = max(addr, -(-other.end // align) * align)
+        return addr

@@ -1,0 +1,156 @@
+"""``mmad``: C = A x B + C on the cube (pipe M), with the full ``asc_mmad`` parameter surface."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .. import dtypes, sites
+from ..chip import LOW_PRECISION_DTYPES
+from ..kinds import Buffer, Format, Pipe
+from ..layout import from_fractal, to_fractal
+from ..memory import Tile
+from ..results import Verdict
+from ..state import State
+from ._machine import check_bounds, fail, issue, static_int
+from .move import _expect, _need, write_tile
+from .unit_flag import handshake, mode_value, region_mask
+
+
+def _ceil16(x):
+    return (x + 15) // 16 * 16
+
+
+def check_dtypes(chip, a: Tile, b: Tile, c: Tile, bias: Tile | None) -> str:
+    """Trace-time check of the (a, b) -> c combination against the chip's mmad table."""
+    pair = (a.dtype, b.dtype)
+    if pair not in chip.mmad_dtypes:
+        if set(pair) & LOW_PRECISION_DTYPES and pair[0] in LOW_PRECISION_DTYPES:
+            raise NotImplementedError(
+                f"mmad {pair[0]} x {pair[1]} is a chip {chip.name} combination that ascjax does not emulate yet "
+                "(fp8 / hifloat8 / int4 / MX arrive with the low-precision numerics release)"
+            )
+        valid = ", ".join(f"{x} x {y} -> {z}" for (x, y), z in chip.mmad_dtypes.items())
+        raise ValueError(f"rule 'mmad dtypes': {pair[0]} x {pair[1]} is not supported on chip {chip.name}; valid: {valid}")
+    c_dtype = chip.mmad_dtypes[pair]
+    if c.dtype != c_dtype:
+        raise ValueError(f"rule 'mmad dtypes': {pair[0]} x {pair[1]} accumulates in {c_dtype}, but C {c} is {c.dtype}")
+    if bias is not None and bias.dtype != c_dtype:
+        raise ValueError(f"rule 'bias dtype': the bias must have C's dtype {c_dtype}, but {bias} is {bias.dtype}")
+    return c_dtype
+
+
+def _saturating_add(x, y):
+    """int32 x + y, saturating instead of wrapping (integer mmad always saturates)."""
+    s = x + y
+    overflow = ((x >= 0) == (y >= 0)) & ((s >= 0) != (x >= 0))
+    limit = jnp.where(x >= 0, jnp.iinfo(jnp.int32).max, jnp.iinfo(jnp.int32).min)
+    return jnp.where(overflow, limit, s)
+
+
+def _saturate(x, saturation):
+    """Saturation mode (CTRL[48] = 0): inf -> +-max, NaN -> 0; otherwise inf/NaN propagate."""
+    big = jnp.finfo(jnp.float32).max
+    sat = jnp.where(jnp.isnan(x), 0.0, jnp.clip(x, -big, big))
+    return jnp.where(saturation, sat, x)
+
+
+def mmad(state: State, c: Tile, a: Tile, b: Tile, m, k, n, *, unit_flag_mode=None,
+         disable_gemv=False, c_matrix_source=False, c_matrix_init_val=False,
+         bias: Tile | None = None, k_direction_align: bool = False) -> State:
+    """``asc_mmad``: C[m x n] = A[m x k] x B[k x n] + C_init on pipe M.
+
+    ``m, k, n`` are the valid sizes (traced values allowed; 0 makes a no-op). C_init is zero
+    (``c_matrix_init_val``), the BiasTable row at address 0 (``c_matrix_source``), the explicit
+    ``bias`` tile, or else L0C's contents. ``unit_flag_mode`` (DISABLE / ENABLE_KEEP /
+    ENABLE_UPDATE, or an AccPhase) may be traced. With m == 1 the cube runs GEMV and reads A
+    as ND (on 950 unless ``disable_gemv``).
+    """
+    chip = state.chip
+    _expect(c, Buffer.L0C, "c")
+    _expect(a, Buffer.L0A, "a")
+    _expect(b, Buffer.L0B, "b")
+    if bias is not None:
+        _expect(bias, Buffer.BT, "bias")
+        _need(not (c_matrix_source is True or c_matrix_init_val is True),
+              "mmad with an explicit bias tile initialises C from it: leave c_matrix_source / c_matrix_init_val unset")
+    c_dtype = check_dtypes(chip, a, b, c, bias)
+    mode = mode_value(unit_flag_mode)
+    op = sites.register("mmad", Pipe.M, f"{c} = {a} x {b}" + (f" + bias {bias}" if bias is not None else ""))
+
+    # static checks of the valid sizes where they are known at trace time
+    limits = {
+        0: min(a.rows if a.fmt is not Format.ND else 1, c.rows, chip.max_mmad_dim),
+        1: min(a.cols, b.rows, chip.max_mmad_dim),
+        2: min(b.cols, c.cols, chip.max_mmad_dim),
+    }
+    for what, value in enumerate((m, k, n)):
+        v = static_int(value)
+        if v is not None and not 0 <= v <= limits[what]:
+            raise ValueError(f"rule 'mmad sizes': {'mkn'[what]} = {v} is outside [0, {limits[what]}] for {a}, {b}, {c}")
+    dg = static_int(disable_gemv)
+    gemv_allowed = None if dg is None else not (chip.gemv_can_be_disabled and dg)
+    m_static = static_int(m)
+    if m_static is not None and gemv_allowed is not None:
+        gemv_static = m_static == 1 and gemv_allowed
+        if gemv_static and a.fmt is not Format.ND:
+            fix = "pass disable_gemv=True or " if chip.gemv_can_be_disabled else ""
+            raise ValueError(f"rule 'GEMV layout': m == 1 runs GEMV, which reads A as ND, but {a} holds {a.fmt}: {fix}load A into an ND L0A tile")
+        if not gemv_static and a.fmt is Format.ND:
+            raise ValueError(f"rule 'GEMV layout': {a} is ND, which only GEMV (m == 1) reads, but m = {m_static}")
+
+    bt_tile = bias
+    if bias is None and c_matrix_source is not False and c_matrix_init_val is not True:
+        bt_tile = state.tile_at(Buffer.BT, 0)
+        _need(bt_tile is not None, "mmad with c_matrix_source=True reads the bias at BiasTable address 0, but no tile lives there")
+        _need(bt_tile.dtype == c_dtype, f"rule 'bias dtype': the bias must be {c_dtype}, but {bt_tile} is {bt_tile.dtype}")
+
+    state, active = issue(state, Pipe.M)
+    ok = jnp.asarray(True)
+    for what, value in enumerate((m, k, n)):
+        state, good = check_bounds(state, active, op, Pipe.M, value, limits[what], what)
+        ok = ok & good
+    if k_direction_align and a.dtype == "float32":
+        k_aligned = (jnp.asarray(k) + 15) // 16 * 16
+        state, good = check_bounds(state, active, op, Pipe.M, k_aligned, min(a.padded[1], b.padded[0]), 6)
+        ok = ok & good
+    gemv = (jnp.asarray(m) == 1) & (~jnp.asarray(disable_gemv) if chip.gemv_can_be_disabled else True)
+    layout_bad = gemv != (a.fmt is Format.ND)
+    state = fail(state, active & ok & layout_bad, Verdict.LAYOUT, op, Pipe.M, a=m, b=gemv)
+    ok = ok & ~layout_bad
+    nonzero = (jnp.asarray(m) > 0) & (jnp.asarray(k) > 0) & (jnp.asarray(n) > 0)
+    runs = active & ok & nonzero
+
+    m_pad, n_pad = _ceil16(jnp.asarray(m)), _ceil16(jnp.asarray(n))
+    mask = region_mask(c, chip, 0, m_pad, 0, n_pad)
+    state, execute = handshake(state, runs, op, Pipe.M, mask, mode, want=0)
+
+    # the product over C's padded shape; K beyond the valid k never contributes
+    mc, nc = c.padded
+    a_nd = from_fractal(state.tile(a), a.fmt)
+    b_nd = from_fractal(state.tile(b), Format.ZN)
+    kw = min(a_nd.shape[1], b_nd.shape[0])
+    a_nd = jnp.pad(a_nd[:mc, :kw], ((0, max(0, mc - a_nd.shape[0])), (0, 0)))
+    b_nd = jnp.pad(b_nd[:kw, :nc], ((0, 0), (0, max(0, nc - b_nd.shape[1]))))
+    k_valid = jnp.arange(kw) < k
+    acc_dtype = jnp.dtype(c_dtype)
+    a_nd = jnp.where(k_valid[None, :], a_nd.astype(acc_dtype), 0)
+    b_nd = jnp.where(k_valid[:, None], b_nd.astype(acc_dtype), 0)
+    prod = jax.lax.dot(a_nd, b_nd, precision=jax.lax.Precision.HIGHEST, preferred_element_type=acc_dtype)
+
+    c_old = from_fractal(state.tile(c), Format.NZ)
+    init = c_old
+    if bt_tile is not None:
+        row = state.tile(bt_tile)[0, :nc]
+        row = jnp.pad(row, (0, nc - row.shape[0]))
+        from_bias = jnp.broadcast_to(row[None, :], (mc, nc))
+        init = from_bias if bias is not None else jnp.where(jnp.asarray(c_matrix_source), from_bias, init)
+    if bias is None:
+        init = jnp.where(jnp.asarray(c_matrix_init_val), jnp.zeros_like(init), init)
+    if dtypes.is_float(c_dtype):
+        result = _saturate(init + prod, state.aic.saturation)
+    else:
+        result = _saturating_add(init, prod)
+    region = (jnp.arange(mc)[:, None] < m_pad) & (jnp.arange(nc)[None, :] < n_pad)
+    c_new = jnp.where(region, result, c_old)
+    return write_tile(state, c, to_fractal(c_new, Format.NZ, 16), execute)

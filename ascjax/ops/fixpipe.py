@@ -1,0 +1,120 @@
+"""``fixpipe`` (pipe FIX): L0C -> GM with Nz -> ND conversion, ReLU and f32 -> f16/bf16 cast,
+plus the fixpipe/cube configuration ops that live on the scalar pipe."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from .. import sites
+from ..kinds import Buffer, Format, Pipe
+from ..layout import from_fractal, to_fractal
+from ..results import Verdict
+from ..state import WARN_DIRECTION, State, WaitKind
+from ._machine import fail, hint_release, issue, static_int, warn
+from .move import _expect, _need
+from .unit_flag import handshake, mode_value, region_mask
+
+MMAD_DIRECTION_M = 0  # SetMMColumnMajor / asc_set_mmad_direction_m: M first
+MMAD_DIRECTION_N = 1  # SetMMRowMajor / asc_set_mmad_direction_n: N first
+
+_OUT_DTYPES = {"float32": ("float32", "float16", "bfloat16"), "int32": ("int32",)}
+
+
+def fixpipe(state: State, dst: str, src, *, m=None, n=None, src_row: int = 0, src_col: int = 0,
+            dst_row=0, dst_col=0, nz2nd: bool = True, relu: bool = False, unit_flag_mode=None) -> State:
+    """``asc_copy_l0c2gm``: move the (m x n) region at (src_row, src_col) of L0C tile ``src`` to GM.
+
+    ``nz2nd=True`` (CFG_ROW_MAJOR) writes ND at (dst_row, dst_col) of the 2-D GM tensor ``dst``;
+    ``nz2nd=False`` (CFG_NZ) keeps Nz: ``dst`` is then 4-D (n/16, m/16, 16, 16). The dtype of
+    ``dst`` selects the cast (f32 -> f16/bf16 rounds to nearest even, CAST_RINT). ``m``, ``n``,
+    ``dst_row``, ``dst_col`` and ``unit_flag_mode`` may be traced.
+    """
+    _expect(src, Buffer.L0C, "src")
+    _need(dst in state.gm, f"GM tensor {dst!r} is not an input or output of this kernel: have {sorted(state.gm)}")
+    g = state.gm[dst]
+    out_dtype = jnp.dtype(g.dtype).name
+    if out_dtype not in _OUT_DTYPES[src.dtype]:
+        if src.dtype == "float32" and out_dtype in ("int8", "uint8", "float8_e4m3fn", "float8_e5m2"):
+            raise NotImplementedError(f"fixpipe quantisation {src.dtype} -> {out_dtype} arrives with the low-precision numerics release")
+        raise ValueError(f"rule 'fixpipe dtypes': {src} converts to {'/'.join(_OUT_DTYPES[src.dtype])}, but GM tensor {dst!r} is {out_dtype}")
+    mode = mode_value(unit_flag_mode)
+    m = src.rows - src_row if m is None else m
+    n = src.cols - src_col if n is None else n
+    _need(src_row % 16 == 0 and src_col % 16 == 0, f"rule 'fractal alignment': fixpipe source offset ({src_row}, {src_col}) must be a multiple of 16")
+    win_r = static_int(m) if static_int(m) is not None else src.padded[0] - src_row
+    win_c = static_int(n) if static_int(n) is not None else src.padded[1] - src_col
+    _need(0 <= src_row and src_row + win_r <= src.padded[0] and 0 <= src_col and src_col + win_c <= src.padded[1],
+          f"rule 'bounds': a {win_r}x{win_c} region at ({src_row}, {src_col}) does not fit {src}")
+    op = sites.register("fixpipe", Pipe.FIX, f"{src}[{src_row}:+{m}, {src_col}:+{n}] -> {dst}" + (" (Nz)" if not nz2nd else ""))
+
+    state, active = issue(state, Pipe.FIX)
+    ok = (jnp.asarray(m) >= 0) & (jnp.asarray(m) <= win_r) & (jnp.asarray(n) >= 0) & (jnp.asarray(n) <= win_c)
+    state = fail(state, active & ~ok, Verdict.BOUNDS, op, Pipe.FIX, a=jnp.where(jnp.asarray(m) <= win_r, n, m),
+                 b=jnp.where(jnp.asarray(m) <= win_r, win_c, win_r), c=jnp.where(jnp.asarray(m) <= win_r, 2, 0))
+    if nz2nd:
+        _need(g.ndim == 2, f"fixpipe with nz2nd writes a 2-D GM tensor, {dst!r} has shape {g.shape}")
+        fits = (jnp.asarray(dst_row) >= 0) & (jnp.asarray(dst_row) + m <= g.shape[0]) \
+            & (jnp.asarray(dst_col) >= 0) & (jnp.asarray(dst_col) + n <= g.shape[1])
+        row_bad = (jnp.asarray(dst_row) < 0) | (jnp.asarray(dst_row) + m > g.shape[0])
+        state = fail(state, active & ok & ~fits, Verdict.BOUNDS, op, Pipe.FIX,
+                     a=jnp.where(row_bad, dst_row, dst_col), b=jnp.where(row_bad, g.shape[0] - m, g.shape[1] - n),
+                     c=jnp.where(row_bad, 3, 4))
+        ok = ok & fits
+    else:
+        for v, name in ((m, "m"), (n, "n"), (dst_row, "dst_row"), (dst_col, "dst_col")):
+            _need(static_int(v) is not None, f"fixpipe keeping Nz needs a static {name}")
+        _need(dst_row == 0 and dst_col == 0, "fixpipe keeping Nz writes a whole 4-D GM tensor: dst_row/dst_col must be 0")
+        want = ((n + 15) // 16, (m + 15) // 16, 16, 16)
+        _need(tuple(g.shape) == want, f"fixpipe keeping Nz writes shape {want} for a {m}x{n} region, GM tensor {dst!r} is {tuple(g.shape)}")
+
+    # unit flag on: the mmad must compute in the order the fixpipe reads (N first for NZ2ND)
+    wanted_direction = MMAD_DIRECTION_N if nz2nd else MMAD_DIRECTION_M
+    state = warn(state, active & (mode != 0) & (state.aic.mmad_direction != wanted_direction), WARN_DIRECTION, op)
+
+    mask = region_mask(src, state.chip, src_row, m, src_col, n)
+    state, execute = handshake(state, active & ok, op, Pipe.FIX, mask, mode, want=1)
+
+    data = from_fractal(state.tile(src), Format.NZ)[src_row:src_row + win_r, src_col:src_col + win_c]
+    if relu:
+        data = jnp.maximum(data, 0)
+    data = data.astype(g.dtype)
+    if nz2nd:
+        rows_ok = jnp.arange(win_r) < m
+        cols_ok = jnp.arange(win_c) < n
+        # rows/columns past the valid m x n are padding: they are routed past the tensor and dropped
+        ri = jnp.where(rows_ok & execute, dst_row + jnp.arange(win_r), g.shape[0])
+        ci = jnp.where(cols_ok & execute, dst_col + jnp.arange(win_c), g.shape[1])
+        new = g.at[ri[:, None], ci[None, :]].set(data, mode="drop")
+    else:
+        new = jnp.where(execute, to_fractal(data, Format.NZ, 16), g)
+    return eqx.tree_at(lambda s: s.gm[dst], state, new)
+
+
+def set_l0c_copy_config(state: State, *, relu_pre_addr: int = 0, quant_pre_addr: int = 0,
+                        is_clean_unit_flag: bool = False) -> State:
+    """``asc_set_l0c_copy_config`` / ``SetFixPipeConfig``: with ``is_clean_unit_flag`` every L0C unit flag is reset to 0."""
+    op = sites.register("set_l0c_copy_config", Pipe.S, f"is_clean_unit_flag={is_clean_unit_flag}")
+    state, active = issue(state, Pipe.S)
+    clean = active & jnp.asarray(is_clean_unit_flag)
+    w = state.aic.wait
+    releases = clean & (w.kind == WaitKind.UNIT_FLAG) & (w.value == 0)
+    state = hint_release(state, releases, op)
+    flags = jnp.where(clean, 0, state.aic.unit_flag)
+    return eqx.tree_at(lambda s: s.aic.unit_flag, state, flags)
+
+
+def set_mmad_direction(state: State, direction: str) -> State:
+    """``asc_set_mmad_direction_m`` ("m": M first, SetMMColumnMajor) or ``_n`` ("n": N first, SetMMRowMajor)."""
+    value = {"m": MMAD_DIRECTION_M, "n": MMAD_DIRECTION_N}.get(str(direction).lower())
+    _need(value is not None, f"mmad direction is 'm' (M first) or 'n' (N first), got {direction!r}")
+    sites.register("set_mmad_direction", Pipe.S, f"direction={direction}")
+    state, active = issue(state, Pipe.S)
+    return eqx.tree_at(lambda s: s.aic.mmad_direction, state, jnp.where(active, value, state.aic.mmad_direction))
+
+
+def set_ctrl_saturation(state: State, saturating: bool = True) -> State:
+    """CTRL[48] via ``asc_set_ctrl``: saturation mode (inf -> +-max, NaN -> 0) or not (inf/NaN propagate)."""
+    sites.register("set_ctrl_saturation", Pipe.S, f"saturating={saturating}")
+    state, active = issue(state, Pipe.S)
+    return eqx.tree_at(lambda s: s.aic.saturation, state, jnp.where(active, jnp.asarray(saturating), state.aic.saturation))

@@ -1,0 +1,156 @@
+"""Data movement into the cube: GM -> L1 (MTE2, ND -> Nz) and L1 -> L0A / L0B / BiasTable (MTE1)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .. import sites
+from ..kinds import Buffer, Format, Pipe
+from ..layout import from_fractal, pad_to, to_fractal
+from ..memory import Tile
+from ..results import Verdict
+from ..state import State
+from ._machine import fail, issue, static_int
+
+
+def _need(cond: bool, message: str) -> None:
+    if not cond:
+        raise ValueError(message)
+
+
+def _expect(tile: Tile, buffers, what: str) -> None:
+    _need(isinstance(tile, Tile), f"{what} must be a Tile, got {type(tile).__name__}")
+    buffers = buffers if isinstance(buffers, tuple) else (buffers,)
+    _need(tile.buffer in buffers, f"{what} must be a tile in {'/'.join(map(str, buffers))}, got {tile}")
+
+
+def write_tile(state: State, tile: Tile, phys, execute) -> State:
+    """Store ``phys`` into ``tile`` if the op executes (a blocked or failing op writes nothing)."""
+    return state.with_tile(tile, jnp.where(execute, phys.astype(tile.np_dtype), state.tile(tile)))
+
+
+def checked_offsets(state, active, op, pipe, offsets, limits, units, whats):
+    """BOUNDS/alignment check of (possibly traced) offsets; returns the state and the ok bit."""
+    ok = jnp.asarray(True)
+    for value, limit, unit, what in zip(offsets, limits, units, whats):
+        v = static_int(value)
+        if v is not None:
+            _need(0 <= v <= limit, f"rule 'bounds': {BOUNDS_NAME[what]} {v} is outside [0, {limit}]")
+            _need(v % unit == 0, f"rule 'fractal alignment': {BOUNDS_NAME[what]} {v} is not a multiple of {unit}")
+            continue
+        good = (value >= 0) & (value <= limit) & (value % unit == 0)
+        state = fail(state, active & ~good, Verdict.BOUNDS, op, pipe, a=value, b=limit, c=what)
+        ok = ok & good
+    return state, ok
+
+
+BOUNDS_NAME = {3: "row offset", 4: "column offset"}
+
+
+def copy_gm2l1(state: State, dst: Tile, src: str, *, row=0, col=0, rows=None, cols=None,
+               dst_row: int = 0, dst_col: int = 0) -> State:
+    """MTE2: copy the (rows x cols) window at (row, col) of GM tensor ``src`` into L1 tile ``dst``.
+
+    An Nz tile gets the ND -> Nz conversion (``asc_copy_gm2l1_nd2nz``), columns zero-padded
+    to whole fractals; an ND tile gets a plain copy. ``row``/``col`` may be traced.
+    """
+    _expect(dst, Buffer.L1, "dst")
+    _need(src in state.gm, f"GM tensor {src!r} is not an input or output of this kernel: have {sorted(state.gm)}")
+    g = state.gm[src]
+    _need(g.ndim == 2, f"GM tensor {src!r} must be 2-D (ND) for copy_gm2l1, has shape {g.shape}")
+    _need(jnp.dtype(g.dtype) == dst.np_dtype, f"GM tensor {src!r} is {g.dtype} but {dst} is {dst.dtype}: copy_gm2l1 does not convert")
+    rows = dst.rows - dst_row if rows is None else rows
+    cols = dst.cols - dst_col if cols is None else cols
+    _need(rows <= g.shape[0] and cols <= g.shape[1],
+          f"rule 'bounds': a {rows}x{cols} window does not fit GM tensor {src!r} of shape {tuple(g.shape)}")
+    _need(dst_row + rows <= dst.rows and dst_col + cols <= dst.cols,
+          f"rule 'bounds': a {rows}x{cols} window at ({dst_row}, {dst_col}) does not fit {dst}")
+    unit_r, unit_c = (16, dst.c0) if dst.fmt is Format.NZ else (1, 1)
+    _need(dst_row % unit_r == 0 and dst_col % unit_c == 0,
+          f"rule 'fractal alignment': destination offset ({dst_row}, {dst_col}) of {dst} must be a multiple of ({unit_r}, {unit_c})")
+    op = sites.register("copy_gm2l1" + ("_nd2nz" if dst.fmt is Format.NZ else ""), Pipe.MTE2,
+                        f"{src}[{row}:+{rows}, {col}:+{cols}] -> {dst}")
+    state, active = issue(state, Pipe.MTE2)
+    state, ok = checked_offsets(state, active, op, Pipe.MTE2, (row, col),
+                                (g.shape[0] - rows, g.shape[1] - cols), (1, 1), (3, 4))
+    window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
+    nd = from_fractal(state.tile(dst), dst.fmt)
+    span_c = min(-(-cols // unit_c) * unit_c, nd.shape[1] - dst_col)  # nd2nz pads each row to 32 B
+    window = pad_to(window, rows, span_c)
+    nd = jax.lax.dynamic_update_slice(nd, window.astype(nd.dtype), (dst_row, dst_col))
+    return write_tile(state, dst, to_fractal(nd, dst.fmt, dst.c0), active & ok)
+
+
+def copy_gm2l1_nd2nz(state: State, dst: Tile, src: str, **kwargs) -> State:
+    """``asc_copy_gm2l1_nd2nz``: :func:`copy_gm2l1` into an Nz tile."""
+    _need(dst.fmt is Format.NZ, f"copy_gm2l1_nd2nz writes Nz, but {dst} is {dst.fmt}")
+    return copy_gm2l1(state, dst, src, **kwargs)
+
+
+def _window(state, op, pipe, active, src: Tile, shape, row, col):
+    """The (padded) window of ``src`` (as ND) at (row, col) with the given shape."""
+    src_nd = from_fractal(state.tile(src), src.fmt)
+    unit_r, unit_c = (16, src.c0) if src.fmt is Format.NZ else (1, 1)
+    _need(shape[0] <= src_nd.shape[0] and shape[1] <= src_nd.shape[1],
+          f"rule 'bounds': a {shape[0]}x{shape[1]} window does not fit {src} (padded {src_nd.shape[0]}x{src_nd.shape[1]})")
+    state, ok = checked_offsets(state, active, op, pipe, (row, col),
+                                (src_nd.shape[0] - shape[0], src_nd.shape[1] - shape[1]), (unit_r, unit_c), (3, 4))
+    start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
+    return state, ok, jax.lax.dynamic_slice(src_nd, start, shape)
+
+
+def copy_l12l0a(state: State, dst: Tile, src: Tile, *, transpose: bool = False, row=0, col=0) -> State:
+    """MTE1: load A into L0A in the chip's fractal format (Zz on A2/A3, Nz on 950).
+
+    ``src`` (L1, Nz) holds A, or Aᵀ with ``transpose=True``; (row, col) picks a fractal-aligned
+    window of ``src``. An ND L0A tile (for GEMV, m == 1) takes a plain copy of an ND L1 tile.
+    """
+    _expect(dst, Buffer.L0A, "dst")
+    _expect(src, Buffer.L1, "src")
+    _need(src.dtype == dst.dtype, f"copy_l12l0a does not convert: {src} vs {dst}")
+    _need((src.fmt is Format.ND) == (dst.fmt is Format.ND),
+          f"copy_l12l0a copies ND to ND (GEMV) or Nz to {state.chip.a_format}: got {src.fmt} -> {dst.fmt}")
+    _need(not (transpose and dst.fmt is Format.ND), "copy_l12l0a: transpose needs fractal tiles, not ND")
+    op = sites.register("copy_l12l0a", Pipe.MTE1, f"{src} -> {dst}" + (" transposed" if transpose else ""))
+    state, active = issue(state, Pipe.MTE1)
+    rp, cp = dst.padded
+    shape = (cp, rp) if transpose else (rp, cp)
+    state, ok, a = _window(state, op, Pipe.MTE1, active, src, shape, row, col)
+    a = a.T if transpose else a
+    return write_tile(state, dst, to_fractal(a, dst.fmt, dst.c0), active & ok)
+
+
+def copy_l12l0b(state: State, dst: Tile, src: Tile, *, transpose: bool = False, row=0, col=0) -> State:
+    """MTE1: load B (K x N) into L0B in Zn format.
+
+    Zn is bit for bit the Nz image of Bᵀ, so a plain copy takes an L1 Nz tile holding Bᵀ
+    (N x K, as seed 004 keeps B in GM); ``transpose=True`` takes an L1 tile holding B (K x N).
+    """
+    _expect(dst, Buffer.L0B, "dst")
+    _expect(src, Buffer.L1, "src")
+    _need(src.dtype == dst.dtype, f"copy_l12l0b does not convert: {src} vs {dst}")
+    _need(src.fmt is Format.NZ, f"copy_l12l0b reads an Nz L1 tile, got {src}")
+    op = sites.register("copy_l12l0b", Pipe.MTE1, f"{src} -> {dst}" + (" transposed" if transpose else ""))
+    state, active = issue(state, Pipe.MTE1)
+    kp, np_ = dst.padded
+    if transpose:
+        state, ok, b = _window(state, op, Pipe.MTE1, active, src, (kp, np_), row, col)
+    else:
+        state, ok, bt = _window(state, op, Pipe.MTE1, active, src, (np_, kp), row, col)
+        b = bt.T
+    return write_tile(state, dst, to_fractal(b, Format.ZN, dst.c0), active & ok)
+
+
+def copy_l12bt(state: State, dst: Tile, src: Tile, *, col=0) -> State:
+    """MTE1: load a bias row (1 x N) from an ND L1 tile into the BiasTable (f16/bf16 -> f32 on the way)."""
+    _expect(dst, Buffer.BT, "dst")
+    _expect(src, Buffer.L1, "src")
+    _need(src.fmt is Format.ND, f"copy_l12bt reads an ND L1 tile, got {src}")
+    convert = {("float16", "float32"), ("bfloat16", "float32")}
+    _need(src.dtype == dst.dtype or (src.dtype, dst.dtype) in convert,
+          f"copy_l12bt converts only f16/bf16 -> float32, not {src.dtype} -> {dst.dtype}")
+    op = sites.register("copy_l12bt", Pipe.MTE1, f"{src} -> {dst}")
+    state, active = issue(state, Pipe.MTE1)
+    state, ok, row = _window(state, op, Pipe.MTE1, active, src, (1, dst.cols), 0, col)
+    return write_tile(state, dst, row.astype(dst.np_dtype), active & ok)

@@ -1,0 +1,185 @@
+"""Host-side reports: turn a finished state's error record into words a kernel developer can act on."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from . import sites
+from .finish import LEFTOVER_FLAG, LEFTOVER_UNIT_FLAG
+from .kinds import Buffer, Pipe
+from .ops.unit_flag import mode_name
+from .results import BOUNDS_WHAT, MESSAGES, SYNC_SET_TWICE, Verdict
+from .state import WARN_DIRECTION, State, WaitKind
+
+
+@dataclasses.dataclass
+class Report:
+    """What a run found: the verdict, a precise message, and where to look."""
+
+    verdict: Verdict
+    message: str
+    location: str | None  # file:line of the offending op
+    op: str | None
+    warnings: list[str]
+    chip: str
+
+    def __str__(self) -> str:
+        text = self.message
+        if self.warnings:
+            text += "\n" + "\n".join(f"warning: {w}" for w in self.warnings)
+        return text
+
+    def to_dict(self) -> dict:
+        return {
+            "verdict": self.verdict.label,
+            "message": self.message,
+            "location": self.location,
+            "op": self.op,
+            "warnings": self.warnings,
+            "chip": self.chip,
+        }
+
+
+def _where(op_id: int) -> str:
+    s = sites.site(op_id)
+    return f"{s.op} at {s.location}" if s else "no op"
+
+
+def _loop_text(op_id: int, loop) -> str:
+    s = sites.site(op_id)
+    if not s or not s.loop_depth:
+        return ""
+    idx = ", ".join(str(int(i)) for i in loop[: s.loop_depth])
+    return f" in loop iteration ({idx}) (0-based)"
+
+
+def _l0c_tile(state: State, block: int) -> str:
+    per = state.chip.unit_flag_block_bytes
+    for t in reversed(state.tiles):
+        if t.buffer is Buffer.L0C and t.addr // per <= block < -(-t.end // per):
+            return f"tile {t}"
+    return "no tile"
+
+
+def _unit_flag_wait(state, w, p) -> list[str]:
+    value, lo, hi, count = (int(w.value[p]), int(w.lo[p]), int(w.hi[p]), int(w.count[p]))
+    last_op, last_mode = int(w.last_op[p]), int(w.last_mode[p])
+    lines = [f"  waits for unit flag = {value} on {count} L0C block(s) {lo}..{hi} ({_l0c_tile(state, lo)})"]
+    last = sites.site(last_op)
+    if last is None:
+        lines.append("  no mmad or fixpipe touched those blocks before it.")
+    else:
+        lines.append(f"  those blocks were last touched by {last.op} at {last.location} with {mode_name(last_mode)}.")
+    if value == 1:  # a read (fixpipe) waits for the mmad's UPDATE
+        if last is not None and last.op == "mmad" and last_mode == 2:
+            lines.append("  Fix: the last mmad on this tile must use ENABLE_UPDATE (AccPhase.Final) - rule 'Final closing'.")
+        elif last is not None and last.op == "fixpipe":
+            lines.append("  Fix: an earlier read already drained these blocks (UPDATE clears the flag): use ENABLE_KEEP "
+                         "(STPhase.Partial) for all reads but the last, or let an mmad with UPDATE refill them first.")
+        else:
+            lines.append("  Fix: the mmad that produces these blocks must enable the unit flag and end with ENABLE_UPDATE "
+                         "(or use DISABLE on both sides with M->FIX sync_notify/sync_wait).")
+    else:  # an mmad waits for the fixpipe's UPDATE
+        if last is not None and last.op == "fixpipe" and last_mode == 2:
+            lines.append("  Fix: the last read of this tile must use ENABLE_UPDATE (STPhase.Final) to hand it back to the cube.")
+        else:
+            lines.append("  Fix: every block an mmad sets to 1 must be drained by a read with ENABLE_UPDATE (same volume as "
+                         "the mmad wrote), or reset the flags with set_l0c_copy_config(is_clean_unit_flag=True).")
+    return lines
+
+
+def _deadlock(state: State) -> tuple[str, str | None, str | None]:
+    w = jax.tree_util.tree_map(np.asarray, state.aic.wait)
+    stuck = [p for p in np.argsort(w.seq, kind="stable") if w.op[p] >= 0]
+    lines = [f"DEADLOCK (chip {state.chip.name})"]
+    for p in stuck:
+        op = int(w.op[p])
+        lines.append(f"  AIC.{Pipe(int(p))} is stuck at {_where(op)}{_loop_text(op, w.loop[p])}")
+        kind = int(w.kind[p])
+        if kind == WaitKind.UNIT_FLAG:
+            lines += _unit_flag_wait(state, w, p)
+        elif kind == WaitKind.FLAG:
+            src, dst, ev = Pipe(int(w.lo[p])), Pipe(int(w.hi[p])), int(w.count[p])
+            lines.append(f"  waits for flag {src}->{dst} event {ev}, which is 0.")
+            if int(w.last_op[p]) >= 0:
+                lines.append(f"  it was last set by {_where(int(w.last_op[p]))} and already consumed by an earlier wait.")
+            else:
+                lines.append(f"  no sync_notify({src}, {dst}, {ev}) ran before it.")
+            lines.append("  Fix: every sync_wait needs exactly one sync_notify on the same pipes and event id issued before it.")
+        else:
+            lines.append(f"  the PIPE_ALL barrier waits for pipe {Pipe(int(w.value[p]))}, which never finishes.")
+        hint = int(w.hint_op[p])
+        if hint >= 0:
+            lines.append(f"  Note: {_where(hint)} (pipe {sites.site(hint).pipe}), issued later, would release this wait. "
+                         "The device runs pipes decoupled, so it may not hang there, but the data is then read out of "
+                         "order: issue the producer before the consumer.")
+    if len(stuck) < len(w.op):
+        lines.append("  All other pipes finished.")
+    first = sites.site(int(w.op[stuck[0]]))
+    return "\n".join(lines), first.location, first.op
+
+
+def _leftover(state: State, err) -> str:
+    if int(err.a) == LEFTOVER_UNIT_FLAG:
+        block, count = int(err.b), int(err.c)
+        return (f"LEFTOVER unit flag: {count} L0C block(s) from block {block} ({_l0c_tile(state, block)}) still hold 1 "
+                f"at the end; last set by {_where(int(err.op))}.\n"
+                "  Fix: drain every block an mmad sets with a read using ENABLE_UPDATE (STPhase.Final), or reset with "
+                "set_l0c_copy_config(is_clean_unit_flag=True).")
+    src, dst = divmod(int(err.b), len(Pipe))
+    return (f"LEFTOVER flag {Pipe(src)}->{Pipe(dst)} event {int(err.c)}: set by {_where(int(err.op))} and never waited "
+            "for (msSanitizer synccheck reports it as an unpaired set_flag; it changes the state later kernels see).\n"
+            f"  Fix: add sync_wait({Pipe(src)}, {Pipe(dst)}, {int(err.c)}) or remove the notify.")
+
+
+def _error(state: State, err, code: Verdict) -> str:
+    op = int(err.op)
+    where = _where(op) + _loop_text(op, err.loop)
+    a, b, c = int(err.a), int(err.b), int(err.c)
+    if code is Verdict.SYNC_ERROR:
+        if a == SYNC_SET_TWICE:
+            src, dst = divmod(c, 8)
+            return (f"SYNC_ERROR at {where}: flag {Pipe(src)}->{Pipe(dst)} event {b} is set while it is still 1 "
+                    "(setting twice is undefined on hardware, and a later PIPE_ALL barrier hangs).\n"
+                    "  Fix: wait for the flag before notifying it again, or use another event id.")
+        return f"SYNC_ERROR at {where}: event_id {b} is outside [0, {c}) on chip {state.chip.name}."
+    if code is Verdict.BOUNDS:
+        return f"BOUNDS at {where}: {BOUNDS_WHAT[c]} = {a} is outside [0, {b}]; nothing was read or written."
+    if code is Verdict.LAYOUT:
+        mode = "GEMV (reads A as ND)" if b else "fractal mode"
+        return (f"LAYOUT at {where}: m = {a} runs the cube in {mode}, but the A tile holds the other layout.\n"
+                "  Fix: keep A in an ND L0A tile exactly when m == 1 (or pass disable_gemv=True on 950).")
+    return f"{code.name} at {where}: {MESSAGES[code]}"
+
+
+def _warnings(state: State) -> list[str]:
+    out = []
+    op = int(state.warn_op[WARN_DIRECTION])
+    if op >= 0:
+        out.append(f"{_where(op)}: unit flag on, but the mmad direction does not match this fixpipe's read order "
+                   "(NZ2ND reads N first: set_mmad_direction('n'); Nz kept reads M first: set_mmad_direction('m')). "
+                   "The result is right, the unit-flag overlap is lost.")
+    return out
+
+
+def report(state: State, index: int | None = None) -> Report:
+    """Explain a finished state (one scenario: pass ``index`` for a vmapped batch)."""
+    if index is not None:
+        state = jax.tree_util.tree_map(lambda x: x[index], state)
+    if np.ndim(state.error.code) != 0:
+        raise ValueError("this state holds a batch of runs: pass index= to pick one")
+    err = jax.tree_util.tree_map(np.asarray, state.error)
+    code = Verdict(int(err.code))
+    location = op = None
+    if code is Verdict.OK:
+        message = f"OK (chip {state.chip.name})"
+    elif code is Verdict.DEADLOCK:
+        message, location, op = _deadlock(state)
+    else:
+        message = _leftover(state, err) if code is Verdict.LEFTOVER else _error(state, err, code)
+        s = sites.site(int(err.op))
+        location, op = (s.location, s.op) if s else (None, None)
+    return Report(code, message, location, op, _warnings(state), state.chip.name)

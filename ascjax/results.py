@@ -1,0 +1,76 @@
+"""Verdicts: the result word a run carries, and the typed exceptions it maps to."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Verdict(enum.IntEnum):
+    """Outcome of a run. The first error sticks; ``OK`` means none was found."""
+
+    OK = 0
+    DEADLOCK = 1  # a pipe waits for a flag nothing sets
+    LEFTOVER = 2  # a signal (unit flag, SetFlag bit) is still set at the end
+    SYNC_ERROR = 3  # misuse of a sync primitive (flag set twice, event id out of range)
+    BOUNDS = 4  # a traced size or offset outside its tile or tensor
+    LAYOUT = 5  # the data layout an op reads differs from the one the tile holds
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, name: str | int | Verdict) -> Verdict:
+        if isinstance(name, str):
+            return cls[name.upper()]
+        return cls(int(name))
+
+
+#: One sentence per verdict: what it means and where to look.
+MESSAGES = {
+    Verdict.OK: "no error",
+    Verdict.DEADLOCK: "a pipe waits for a flag that no op sets: on the device the kernel hangs",
+    Verdict.LEFTOVER: "a signal is still set when the kernel ends: the next kernel on this core inherits it",
+    Verdict.SYNC_ERROR: "a synchronisation primitive is used against its rules",
+    Verdict.BOUNDS: "a traced size or offset lies outside its tile or tensor",
+    Verdict.LAYOUT: "an op reads data in a layout other than the one the tile holds",
+}
+
+#: Names of the quantities a BOUNDS error can refer to (ErrorRecord.c indexes this).
+BOUNDS_WHAT = ("m", "k", "n", "row offset", "column offset", "event_id", "k (aligned)")
+#: SYNC_ERROR kinds (ErrorRecord.a).
+SYNC_SET_TWICE = 0
+SYNC_EVENT_RANGE = 1
+
+
+class AscjaxError(RuntimeError):
+    """Base class of the errors a run raises with ``throw=True``."""
+
+    verdict: Verdict = Verdict.OK
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report
+
+
+class DeadlockError(AscjaxError):
+    verdict = Verdict.DEADLOCK
+
+
+class LeftoverSignalError(AscjaxError):
+    verdict = Verdict.LEFTOVER
+
+
+class SyncError(AscjaxError):
+    verdict = Verdict.SYNC_ERROR
+
+
+class BoundsError(AscjaxError):
+    verdict = Verdict.BOUNDS
+
+
+class LayoutError(AscjaxError):
+    verdict = Verdict.LAYOUT
+
+
+EXCEPTIONS = {cls.verdict: cls for cls in (DeadlockError, LeftoverSignalError, SyncError, BoundsError, LayoutError)}

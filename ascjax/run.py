@@ -1,0 +1,99 @@
+"""``run``: trace a kernel, execute it under ``jax.jit`` and return outputs, final state and verdict."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import dtypes
+from .chip import Chip, get_chip
+from .finish import finish
+from .program import Program
+from .report import Report, report
+from .results import EXCEPTIONS, MESSAGES, Verdict
+from .state import State
+
+
+class Result(eqx.Module):
+    """Outputs (GM tensors named in ``outputs``), the final state, and the verdict it carries."""
+
+    outputs: dict[str, jax.Array]
+    state: State
+
+    @property
+    def verdict(self) -> jax.Array:
+        """int32 verdict code (a batch of them under ``vmap``); see :class:`ascjax.Verdict`."""
+        return self.state.error.code
+
+    @property
+    def ok(self) -> bool:
+        return bool(np.all(np.asarray(self.verdict) == Verdict.OK))
+
+    def report(self, index: int | None = None) -> Report:
+        """Explain the run (pass ``index`` to pick one scenario of a vmapped batch)."""
+        return report(self.state, index)
+
+    def check(self) -> Result:
+        """Raise the typed error (``DeadlockError``, ``SyncError``...) if the verdict is not OK."""
+        codes = np.atleast_1d(np.asarray(self.verdict))
+        bad = np.flatnonzero(codes != Verdict.OK)
+        if bad.size:
+            index = int(bad[0]) if np.ndim(self.verdict) else None
+            rep = self.report(index)
+            prefix = f"scenario {index}: " if index is not None else ""
+            raise EXCEPTIONS[rep.verdict](prefix + str(rep), rep)
+        return self
+
+
+def _output_spec(spec):
+    if isinstance(spec, jax.ShapeDtypeStruct):
+        return tuple(spec.shape), dtypes.to_numpy_dtype(spec.dtype)
+    if isinstance(spec, (np.ndarray, jax.Array)):
+        raise TypeError("outputs are (shape, dtype) pairs; pass initial contents as inputs")
+    shape, dtype = spec
+    return tuple(int(s) for s in shape), dtypes.to_numpy_dtype(dtype)
+
+
+def _execute(kernel, chip: Chip, inputs: dict, outputs: tuple, params: dict) -> Result:
+    gm = dict(inputs)
+    for name, (shape, dtype) in outputs:
+        if name in gm:
+            raise ValueError(f"GM tensor {name!r} is both an input and an output: name it once")
+        gm[name] = jnp.zeros(shape, dtype)
+    program = Program(chip, State.create(chip, gm))
+    kernel(program, **params)
+    state = finish(program.state)
+    return Result(outputs={name: state.gm[name] for name, _ in outputs}, state=state)
+
+
+_execute_jit = eqx.filter_jit(_execute)
+
+
+def run(kernel, inputs: dict, outputs: dict, *, chip: str | Chip = "a2", params: dict | None = None,
+        throw: bool = False, jit: bool = True) -> Result:
+    """Run ``kernel(k, **params)`` on one AI Core of ``chip``.
+
+    **Arguments:**
+    - ``kernel``: a function of a :class:`ascjax.Program` ``k`` (and ``params``) that allocates
+      tiles and issues ops.
+    - ``inputs``: GM input tensors by name; ``outputs``: GM output tensors as ``name: (shape, dtype)``
+      (zero-filled before the run).
+    - ``params``: extra keyword arguments for the kernel; arrays among them are traced, so a
+      ``jax.vmap`` over them sweeps scenarios with one compilation.
+    - ``throw``: raise the typed error when the verdict is not OK. Keep it False under ``vmap``.
+
+    **Returns:** a :class:`Result` with ``outputs``, ``state``, ``verdict`` and ``report()``.
+    """
+    chip = get_chip(chip)
+    inputs = {name: jnp.asarray(x) for name, x in inputs.items()}
+    spec = tuple((name, _output_spec(s)) for name, s in outputs.items())
+    result = (_execute_jit if jit else _execute)(kernel, chip, inputs, spec, dict(params or {}))
+    if throw:
+        if isinstance(result.verdict, jax.core.Tracer):
+            messages = [MESSAGES[v] for v in Verdict]
+            result = eqx.branched_error_if(result, result.verdict != Verdict.OK, result.verdict, messages)
+        else:
+            result.check()
+    return result

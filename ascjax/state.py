@@ -1,0 +1,168 @@
+"""The machine state: one immutable pytree threaded through every op.
+
+Data (GM tensors, on-chip tiles in physical layout) sits beside what the hardware keeps
+for synchronisation (unit-flag bits, SetFlag bits) and what the emulator keeps to explain
+a run (wait records per pipe, the first error, the op counter, loop indices).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Int
+
+from .chip import Chip
+from .kinds import N_PIPES, Buffer
+
+#: Nesting depth of loops whose indices are recorded with errors.
+MAX_LOOP_DEPTH = 4
+#: Warning bits (the run still computes; the report lists them).
+N_WARNINGS = 1
+WARN_DIRECTION = 0  # unit flag on, mmad direction differs from the fixpipe's read order
+
+
+class WaitKind:
+    UNIT_FLAG = 0  # waits for L0C unit-flag blocks
+    FLAG = 1  # waits for a SetFlag bit (src pipe, dst pipe, event id)
+    BARRIER = 2  # PIPE_ALL barrier waiting for a blocked pipe
+
+
+class PipeWait(eqx.Module):
+    """Per-pipe record of the wait that blocked it (op == -1: the pipe is running)."""
+
+    op: Int[Array, " P"]
+    seq: Int[Array, " P"]
+    kind: Int[Array, " P"]
+    value: Int[Array, " P"]  # awaited flag value; for a barrier the pipe it waits for
+    lo: Int[Array, " P"]  # unit flag: first unsatisfied block; flag: src pipe
+    hi: Int[Array, " P"]  # unit flag: last unsatisfied block; flag: dst pipe
+    count: Int[Array, " P"]  # unit flag: number of unsatisfied blocks; flag: event id
+    last_op: Int[Array, " P"]  # the op that last touched what it waits for
+    last_mode: Int[Array, " P"]  # that op's unit_flag_mode
+    hint_op: Int[Array, " P"]  # an op issued later that would have released the wait
+    loop: Int[Array, "P L"]
+    mask: Bool[Array, "P B"]  # the L0C blocks a unit-flag wait waits on
+
+    @staticmethod
+    def empty(n_blocks: int) -> PipeWait:
+        neg = jnp.full((N_PIPES,), -1, jnp.int32)
+        zero = jnp.zeros((N_PIPES,), jnp.int32)
+        return PipeWait(
+            op=neg, seq=zero, kind=zero, value=zero, lo=zero, hi=zero, count=zero,
+            last_op=neg, last_mode=zero, hint_op=neg,
+            loop=jnp.zeros((N_PIPES, MAX_LOOP_DEPTH), jnp.int32),
+            mask=jnp.zeros((N_PIPES, n_blocks), bool),
+        )
+
+    @property
+    def blocked(self) -> Bool[Array, " P"]:
+        return self.op >= 0
+
+
+class ErrorRecord(eqx.Module):
+    """The first error of a run (code 0: none). Fields a, b, c depend on the code."""
+
+    code: Int[Array, ""]
+    op: Int[Array, ""]
+    seq: Int[Array, ""]
+    pipe: Int[Array, ""]
+    a: Int[Array, ""]
+    b: Int[Array, ""]
+    c: Int[Array, ""]
+    loop: Int[Array, " L"]
+
+    @staticmethod
+    def empty() -> ErrorRecord:
+        z = jnp.zeros((), jnp.int32)
+        return ErrorRecord(z, z - 1, z, z, z, z, z, jnp.zeros((MAX_LOOP_DEPTH,), jnp.int32))
+
+
+class Aic(eqx.Module):
+    """The cube core: its buffers (tile name -> physical array) and sync hardware."""
+
+    l1: dict[str, Array]
+    l0a: dict[str, Array]
+    l0b: dict[str, Array]
+    l0c: dict[str, Array]
+    bt: dict[str, Array]
+    unit_flag: Int[Array, " B"]  # one bit per 512 B block of L0C
+    uf_last_op: Int[Array, " B"]  # last mmad/fixpipe that touched each block
+    uf_last_mode: Int[Array, " B"]  # and its unit_flag_mode
+    flags: Bool[Array, "P P E"]  # SetFlag bits [src pipe, dst pipe, event id]
+    flag_op: Int[Array, "P P E"]  # the op that set each bit
+    wait: PipeWait
+    mmad_direction: Int[Array, ""]  # 0: M first (SetMMColumnMajor), 1: N first (SetMMRowMajor)
+    saturation: Bool[Array, ""]  # CTRL[48] == 0: inf -> +-max, NaN -> 0
+
+    @staticmethod
+    def empty(chip: Chip) -> Aic:
+        n_blocks = chip.l0c_blocks
+        shape = (N_PIPES, N_PIPES, chip.intra_event_ids)
+        return Aic(
+            l1={}, l0a={}, l0b={}, l0c={}, bt={},
+            unit_flag=jnp.zeros((n_blocks,), jnp.int32),
+            uf_last_op=jnp.full((n_blocks,), -1, jnp.int32),
+            uf_last_mode=jnp.zeros((n_blocks,), jnp.int32),
+            flags=jnp.zeros(shape, bool),
+            flag_op=jnp.full(shape, -1, jnp.int32),
+            wait=PipeWait.empty(n_blocks),
+            mmad_direction=jnp.zeros((), jnp.int32),
+            saturation=jnp.ones((), bool),
+        )
+
+
+_BUFFER_FIELD = {Buffer.L1: "l1", Buffer.L0A: "l0a", Buffer.L0B: "l0b", Buffer.L0C: "l0c", Buffer.BT: "bt"}
+
+
+class State(eqx.Module):
+    """Everything one AI Core block holds during a run."""
+
+    chip: Chip = eqx.field(static=True)
+    tiles: tuple = eqx.field(static=True)  # every Tile allocated so far (static metadata)
+    gm: dict[str, Array]
+    aic: Aic
+    error: ErrorRecord
+    seq: Int[Array, ""]  # ops issued so far (orders errors)
+    loop: Int[Array, " L"]  # current loop indices, outermost first
+    warn_op: Int[Array, " W"]  # first op that raised each warning, -1 if none
+
+    @staticmethod
+    def create(chip: Chip, gm: dict) -> State:
+        return State(
+            chip=chip,
+            tiles=(),
+            gm={name: jnp.asarray(x) for name, x in gm.items()},
+            aic=Aic.empty(chip),
+            error=ErrorRecord.empty(),
+            seq=jnp.zeros((), jnp.int32),
+            loop=jnp.zeros((MAX_LOOP_DEPTH,), jnp.int32),
+            warn_op=jnp.full((N_WARNINGS,), -1, jnp.int32),
+        )
+
+    def add_tile(self, tile) -> State:
+        """A state with storage for a newly allocated tile (zero-filled)."""
+        field = _BUFFER_FIELD[tile.buffer]
+        store = {**getattr(self.aic, field), tile.name: jnp.zeros(tile.physical_shape, tile.np_dtype)}
+        aic = dataclasses.replace(self.aic, **{field: store})
+        return dataclasses.replace(self, aic=aic, tiles=(*self.tiles, tile))
+
+    def tile_at(self, buffer: Buffer, addr: int):
+        """The most recently allocated tile of ``buffer`` that starts at ``addr`` (or None)."""
+        hits = [t for t in self.tiles if t.buffer is buffer and t.addr == addr]
+        return hits[-1] if hits else None
+
+    def tile(self, tile) -> Array:
+        """The physical array of a tile."""
+        store = getattr(self.aic, _BUFFER_FIELD[tile.buffer])
+        if tile.name not in store:
+            raise ValueError(f"{tile} was not allocated in this kernel's state")
+        return store[tile.name]
+
+    def with_tile(self, tile, value) -> State:
+        """A state whose tile holds ``value`` (same shape and dtype)."""
+        field = _BUFFER_FIELD[tile.buffer]
+        store = dict(getattr(self.aic, field))
+        store[tile.name] = value.astype(tile.np_dtype).reshape(tile.physical_shape)
+        return eqx.tree_at(lambda s: getattr(s.aic, field), self, store)
