@@ -1,7 +1,7 @@
 """ascjax: a JAX-backed, differentiable, functional emulator of the Huawei Ascend AI Core."""
 
 from . import layout, ops
-from .case import Case, case, load_cases, run_case
+from .case import Case, build_case, case, load_cases, run_case
 from .chip import CHIPS, Chip, get_chip
 from .kinds import Buffer, Format, Pipe
 from .memory import Allocator, Tile
@@ -23,8 +23,35 @@ from .state import State
 __version__ = "0.1.0"
 
 __all__ = [
-    "AccPhase", "Allocator", "AscjaxError", "BoundsError", "Buffer", "CHIPS", "Case", "Chip",
-    "DeadlockError", "Format", "LayoutError", "LeftoverSignalError", "Pipe", "Program", "Report",
-    "Result", "STPhase", "State", "SyncError", "Tile", "UnitFlagMode", "Verdict", "case", "get_chip",
-    "layout", "load_cases", "ops", "report", "run", "run_case",
+    "AccPhase",
+    "Allocator",
+    "AscjaxError",
+    "BoundsError",
+    "Buffer",
+    "CHIPS",
+    "Case",
+    "Chip",
+    "DeadlockError",
+    "Format",
+    "LayoutError",
+    "LeftoverSignalError",
+    "Pipe",
+    "Program",
+    "Report",
+    "Result",
+    "STPhase",
+    "State",
+    "SyncError",
+    "Tile",
+    "UnitFlagMode",
+    "Verdict",
+    "build_case",
+    "case",
+    "get_chip",
+    "layout",
+    "load_cases",
+    "ops",
+    "report",
+    "run",
+    "run_case",
 ]

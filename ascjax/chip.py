@@ -30,9 +30,7 @@ _ARCH_3510_EXTRA = {
 }
 
 #: dtype combinations the chip supports but this version of ascjax does not emulate yet.
-LOW_PRECISION_DTYPES = frozenset(
-    {"int4", "hifloat8", "float8_e5m2", "float8_e4m3fn"}
-)
+LOW_PRECISION_DTYPES = frozenset({"int4", "hifloat8", "float8_e5m2", "float8_e4m3fn"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -65,11 +65,20 @@ N_PIPES = len(Pipe)
 #: Legal SetFlag/WaitFlag (src, dst) pairs on the AIC [facts §2 "Legal pairs on 2201"].
 AIC_FLAG_PAIRS = frozenset(
     {
-        (Pipe.M, Pipe.MTE1), (Pipe.M, Pipe.MTE2), (Pipe.M, Pipe.FIX),
-        (Pipe.MTE1, Pipe.M), (Pipe.MTE1, Pipe.MTE2), (Pipe.MTE1, Pipe.MTE3), (Pipe.MTE1, Pipe.FIX),
-        (Pipe.MTE2, Pipe.M), (Pipe.MTE2, Pipe.MTE1), (Pipe.MTE2, Pipe.MTE3),
-        (Pipe.MTE3, Pipe.MTE1), (Pipe.MTE3, Pipe.MTE2),
-        (Pipe.FIX, Pipe.M), (Pipe.FIX, Pipe.MTE1),
+        (Pipe.M, Pipe.MTE1),
+        (Pipe.M, Pipe.MTE2),
+        (Pipe.M, Pipe.FIX),
+        (Pipe.MTE1, Pipe.M),
+        (Pipe.MTE1, Pipe.MTE2),
+        (Pipe.MTE1, Pipe.MTE3),
+        (Pipe.MTE1, Pipe.FIX),
+        (Pipe.MTE2, Pipe.M),
+        (Pipe.MTE2, Pipe.MTE1),
+        (Pipe.MTE2, Pipe.MTE3),
+        (Pipe.MTE3, Pipe.MTE1),
+        (Pipe.MTE3, Pipe.MTE2),
+        (Pipe.FIX, Pipe.M),
+        (Pipe.FIX, Pipe.MTE1),
         (Pipe.FIX, Pipe.MTE2),  # HardEvent FIX_MTE2: reload what a fixpipe wrote to GM
         # the scalar unit may hand over to any pipe and back (S_MTE2, MTE2_S, ... in HardEvent)
         *((Pipe.S, p) for p in (Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.FIX)),

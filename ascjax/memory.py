@@ -101,9 +101,7 @@ class Allocator:
                 + (" (ND in L0A is only for GEMV, m == 1)" if buffer is Buffer.L0A else "")
             )
         if buffer in (Buffer.L0C, Buffer.BT) and dtype not in _ACC_DTYPES:
-            raise ValueError(
-                f"rule 'accumulator dtype': {buffer} holds float32 or int32, not {dtype}"
-            )
+            raise ValueError(f"rule 'accumulator dtype': {buffer} holds float32 or int32, not {dtype}")
         if buffer is Buffer.BT and rows != 1:
             raise ValueError(f"rule 'bias shape': a BiasTable tile is one row (1 x N), got {rows}x{cols}")
         if name is None:

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from . import sites
-from .finish import LEFTOVER_FLAG, LEFTOVER_UNIT_FLAG
+from .finish import LEFTOVER_UNIT_FLAG
 from .kinds import Buffer, Pipe
 from .ops.unit_flag import mode_name
 from .results import BOUNDS_WHAT, MESSAGES, SYNC_SET_TWICE, Verdict
@@ -75,19 +75,29 @@ def _unit_flag_wait(state, w, p) -> list[str]:
         lines.append(f"  those blocks were last touched by {last.op} at {last.location} with {mode_name(last_mode)}.")
     if value == 1:  # a read (fixpipe) waits for the mmad's UPDATE
         if last is not None and last.op == "mmad" and last_mode == 2:
-            lines.append("  Fix: the last mmad on this tile must use ENABLE_UPDATE (AccPhase.Final) - rule 'Final closing'.")
+            lines.append(
+                "  Fix: the last mmad on this tile must use ENABLE_UPDATE (AccPhase.Final) - rule 'Final closing'."
+            )
         elif last is not None and last.op == "fixpipe":
-            lines.append("  Fix: an earlier read already drained these blocks (UPDATE clears the flag): use ENABLE_KEEP "
-                         "(STPhase.Partial) for all reads but the last, or let an mmad with UPDATE refill them first.")
+            lines.append(
+                "  Fix: an earlier read already drained these blocks (UPDATE clears the flag): use ENABLE_KEEP "
+                "(STPhase.Partial) for all reads but the last, or let an mmad with UPDATE refill them first."
+            )
         else:
-            lines.append("  Fix: the mmad that produces these blocks must enable the unit flag and end with ENABLE_UPDATE "
-                         "(or use DISABLE on both sides with M->FIX sync_notify/sync_wait).")
+            lines.append(
+                "  Fix: the mmad that produces these blocks must enable the unit flag and end with ENABLE_UPDATE "
+                "(or use DISABLE on both sides with M->FIX sync_notify/sync_wait)."
+            )
     else:  # an mmad waits for the fixpipe's UPDATE
         if last is not None and last.op == "fixpipe" and last_mode == 2:
-            lines.append("  Fix: the last read of this tile must use ENABLE_UPDATE (STPhase.Final) to hand it back to the cube.")
+            lines.append(
+                "  Fix: the last read of this tile must use ENABLE_UPDATE (STPhase.Final) to hand it back to the cube."
+            )
         else:
-            lines.append("  Fix: every block an mmad sets to 1 must be drained by a read with ENABLE_UPDATE (same volume as "
-                         "the mmad wrote), or reset the flags with set_l0c_copy_config(is_clean_unit_flag=True).")
+            lines.append(
+                "  Fix: every block an mmad sets to 1 must be drained by a read with ENABLE_UPDATE (same volume as "
+                "the mmad wrote), or reset the flags with set_l0c_copy_config(is_clean_unit_flag=True)."
+            )
     return lines
 
 
@@ -105,17 +115,23 @@ def _deadlock(state: State) -> tuple[str, str | None, str | None]:
             src, dst, ev = Pipe(int(w.lo[p])), Pipe(int(w.hi[p])), int(w.count[p])
             lines.append(f"  waits for flag {src}->{dst} event {ev}, which is 0.")
             if int(w.last_op[p]) >= 0:
-                lines.append(f"  it was last set by {_where(int(w.last_op[p]))} and already consumed by an earlier wait.")
+                lines.append(
+                    f"  it was last set by {_where(int(w.last_op[p]))} and already consumed by an earlier wait."
+                )
             else:
                 lines.append(f"  no sync_notify({src}, {dst}, {ev}) ran before it.")
-            lines.append("  Fix: every sync_wait needs exactly one sync_notify on the same pipes and event id issued before it.")
+            lines.append(
+                "  Fix: every sync_wait needs exactly one sync_notify on the same pipes and event id issued before it."
+            )
         else:
             lines.append(f"  the PIPE_ALL barrier waits for pipe {Pipe(int(w.value[p]))}, which never finishes.")
         hint = int(w.hint_op[p])
         if hint >= 0:
-            lines.append(f"  Note: {_where(hint)} (pipe {sites.site(hint).pipe}), issued later, would release this wait. "
-                         "The device runs pipes decoupled, so it may not hang there, but the data is then read out of "
-                         "order: issue the producer before the consumer.")
+            lines.append(
+                f"  Note: {_where(hint)} (pipe {sites.site(hint).pipe}), issued later, would release this wait. "
+                "The device runs pipes decoupled, so it may not hang there, but the data is then read out of "
+                "order: issue the producer before the consumer."
+            )
     if len(stuck) < len(w.op):
         lines.append("  All other pipes finished.")
     first = sites.site(int(w.op[stuck[0]]))
@@ -125,14 +141,18 @@ def _deadlock(state: State) -> tuple[str, str | None, str | None]:
 def _leftover(state: State, err) -> str:
     if int(err.a) == LEFTOVER_UNIT_FLAG:
         block, count = int(err.b), int(err.c)
-        return (f"LEFTOVER unit flag: {count} L0C block(s) from block {block} ({_l0c_tile(state, block)}) still hold 1 "
-                f"at the end; last set by {_where(int(err.op))}.\n"
-                "  Fix: drain every block an mmad sets with a read using ENABLE_UPDATE (STPhase.Final), or reset with "
-                "set_l0c_copy_config(is_clean_unit_flag=True).")
+        return (
+            f"LEFTOVER unit flag: {count} L0C block(s) from block {block} ({_l0c_tile(state, block)}) still hold 1 "
+            f"at the end; last set by {_where(int(err.op))}.\n"
+            "  Fix: drain every block an mmad sets with a read using ENABLE_UPDATE (STPhase.Final), or reset with "
+            "set_l0c_copy_config(is_clean_unit_flag=True)."
+        )
     src, dst = divmod(int(err.b), len(Pipe))
-    return (f"LEFTOVER flag {Pipe(src)}->{Pipe(dst)} event {int(err.c)}: set by {_where(int(err.op))} and never waited "
-            "for (msSanitizer synccheck reports it as an unpaired set_flag; it changes the state later kernels see).\n"
-            f"  Fix: add sync_wait({Pipe(src)}, {Pipe(dst)}, {int(err.c)}) or remove the notify.")
+    return (
+        f"LEFTOVER flag {Pipe(src)}->{Pipe(dst)} event {int(err.c)}: set by {_where(int(err.op))} and never waited "
+        "for (msSanitizer synccheck reports it as an unpaired set_flag; it changes the state later kernels see).\n"
+        f"  Fix: add sync_wait({Pipe(src)}, {Pipe(dst)}, {int(err.c)}) or remove the notify."
+    )
 
 
 def _error(state: State, err, code: Verdict) -> str:
@@ -142,16 +162,20 @@ def _error(state: State, err, code: Verdict) -> str:
     if code is Verdict.SYNC_ERROR:
         if a == SYNC_SET_TWICE:
             src, dst = divmod(c, 8)
-            return (f"SYNC_ERROR at {where}: flag {Pipe(src)}->{Pipe(dst)} event {b} is set while it is still 1 "
-                    "(setting twice is undefined on hardware, and a later PIPE_ALL barrier hangs).\n"
-                    "  Fix: wait for the flag before notifying it again, or use another event id.")
+            return (
+                f"SYNC_ERROR at {where}: flag {Pipe(src)}->{Pipe(dst)} event {b} is set while it is still 1 "
+                "(setting twice is undefined on hardware, and a later PIPE_ALL barrier hangs).\n"
+                "  Fix: wait for the flag before notifying it again, or use another event id."
+            )
         return f"SYNC_ERROR at {where}: event_id {b} is outside [0, {c}) on chip {state.chip.name}."
     if code is Verdict.BOUNDS:
         return f"BOUNDS at {where}: {BOUNDS_WHAT[c]} = {a} is outside [0, {b}]; nothing was read or written."
     if code is Verdict.LAYOUT:
         mode = "GEMV (reads A as ND)" if b else "fractal mode"
-        return (f"LAYOUT at {where}: m = {a} runs the cube in {mode}, but the A tile holds the other layout.\n"
-                "  Fix: keep A in an ND L0A tile exactly when m == 1 (or pass disable_gemv=True on 950).")
+        return (
+            f"LAYOUT at {where}: m = {a} runs the cube in {mode}, but the A tile holds the other layout.\n"
+            "  Fix: keep A in an ND L0A tile exactly when m == 1 (or pass disable_gemv=True on 950)."
+        )
     return f"{code.name} at {where}: {MESSAGES[code]}"
 
 
@@ -159,9 +183,11 @@ def _warnings(state: State) -> list[str]:
     out = []
     op = int(state.warn_op[WARN_DIRECTION])
     if op >= 0:
-        out.append(f"{_where(op)}: unit flag on, but the mmad direction does not match this fixpipe's read order "
-                   "(NZ2ND reads N first: set_mmad_direction('n'); Nz kept reads M first: set_mmad_direction('m')). "
-                   "The result is right, the unit-flag overlap is lost.")
+        out.append(
+            f"{_where(op)}: unit flag on, but the mmad direction does not match this fixpipe's read order "
+            "(NZ2ND reads N first: set_mmad_direction('n'); Nz kept reads M first: set_mmad_direction('m')). "
+            "The result is right, the unit-flag overlap is lost."
+        )
     return out
 
 

@@ -71,8 +71,16 @@ def _execute(kernel, chip: Chip, inputs: dict, outputs: tuple, params: dict) -> 
 _execute_jit = eqx.filter_jit(_execute)
 
 
-def run(kernel, inputs: dict, outputs: dict, *, chip: str | Chip = "a2", params: dict | None = None,
-        throw: bool = False, jit: bool = True) -> Result:
+def run(
+    kernel,
+    inputs: dict,
+    outputs: dict,
+    *,
+    chip: str | Chip = "a2",
+    params: dict | None = None,
+    throw: bool = False,
+    jit: bool = True,
+) -> Result:
     """Run ``kernel(k, **params)`` on one AI Core of ``chip``.
 
     **Arguments:**

@@ -50,8 +50,16 @@ class PipeWait(eqx.Module):
         neg = jnp.full((N_PIPES,), -1, jnp.int32)
         zero = jnp.zeros((N_PIPES,), jnp.int32)
         return PipeWait(
-            op=neg, seq=zero, kind=zero, value=zero, lo=zero, hi=zero, count=zero,
-            last_op=neg, last_mode=zero, hint_op=neg,
+            op=neg,
+            seq=zero,
+            kind=zero,
+            value=zero,
+            lo=zero,
+            hi=zero,
+            count=zero,
+            last_op=neg,
+            last_mode=zero,
+            hint_op=neg,
             loop=jnp.zeros((N_PIPES, MAX_LOOP_DEPTH), jnp.int32),
             mask=jnp.zeros((N_PIPES, n_blocks), bool),
         )
@@ -101,7 +109,11 @@ class Aic(eqx.Module):
         n_blocks = chip.l0c_blocks
         shape = (N_PIPES, N_PIPES, chip.intra_event_ids)
         return Aic(
-            l1={}, l0a={}, l0b={}, l0c={}, bt={},
+            l1={},
+            l0a={},
+            l0b={},
+            l0c={},
+            bt={},
             unit_flag=jnp.zeros((n_blocks,), jnp.int32),
             uf_last_op=jnp.full((n_blocks,), -1, jnp.int32),
             uf_last_mode=jnp.zeros((n_blocks,), jnp.int32),

@@ -23,8 +23,18 @@ def asc_mmad_kernel(k: aj.Program):
     k.copy_l12l0b(b_l0, b_l1)  # Nz(B^T) is Zn(B): a plain copy
     k.sync_notify("MTE1", "M", 0)
     k.sync_wait("MTE1", "M", 0)
-    k.mmad(c_l0, a_l0, b_l0, M, K, N, unit_flag_mode=UnitFlagMode.DISABLE,
-           disable_gemv=True, c_matrix_source=False, c_matrix_init_val=True)
+    k.mmad(
+        c_l0,
+        a_l0,
+        b_l0,
+        M,
+        K,
+        N,
+        unit_flag_mode=UnitFlagMode.DISABLE,
+        disable_gemv=True,
+        c_matrix_source=False,
+        c_matrix_init_val=True,
+    )
     k.sync_notify("M", "FIX", 0)
     k.sync_wait("M", "FIX", 0)
     k.copy_l0c2gm("output", c_l0, m=M, n=N, unit_flag_mode=UnitFlagMode.DISABLE)

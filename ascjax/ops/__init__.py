@@ -14,8 +14,22 @@ from .sync import sync_notify, sync_pipe, sync_wait
 from .unit_flag import AccPhase, STPhase, UnitFlagMode
 
 __all__ = [
-    "AccPhase", "MMAD_DIRECTION_M", "MMAD_DIRECTION_N", "STPhase", "UnitFlagMode",
-    "copy_gm2l1", "copy_gm2l1_nd2nz", "copy_l12bt", "copy_l12l0a", "copy_l12l0b",
-    "fixpipe", "mmad", "set_ctrl_saturation", "set_l0c_copy_config", "set_mmad_direction",
-    "sync_notify", "sync_pipe", "sync_wait",
+    "AccPhase",
+    "MMAD_DIRECTION_M",
+    "MMAD_DIRECTION_N",
+    "STPhase",
+    "UnitFlagMode",
+    "copy_gm2l1",
+    "copy_gm2l1_nd2nz",
+    "copy_l12bt",
+    "copy_l12l0a",
+    "copy_l12l0b",
+    "fixpipe",
+    "mmad",
+    "set_ctrl_saturation",
+    "set_l0c_copy_config",
+    "set_mmad_direction",
+    "sync_notify",
+    "sync_pipe",
+    "sync_wait",
 ]

@@ -26,15 +26,33 @@ def fail(state: State, cond, code: Verdict, op: int, pipe: Pipe, a=0, b=0, c=0) 
         return jnp.where(first, jnp.asarray(new, jnp.int32), old)
 
     new = type(err)(
-        code=pick(int(code), err.code), op=pick(op, err.op), seq=pick(state.seq, err.seq),
-        pipe=pick(int(pipe), err.pipe), a=pick(a, err.a), b=pick(b, err.b), c=pick(c, err.c),
+        code=pick(int(code), err.code),
+        op=pick(op, err.op),
+        seq=pick(state.seq, err.seq),
+        pipe=pick(int(pipe), err.pipe),
+        a=pick(a, err.a),
+        b=pick(b, err.b),
+        c=pick(c, err.c),
         loop=jnp.where(first, state.loop, err.loop),
     )
     return eqx.tree_at(lambda s: s.error, state, new)
 
 
-def block(state: State, cond, pipe: Pipe, op: int, kind: int, value, *, lo=0, hi=0, count=0,
-          last_op=-1, last_mode=0, mask=None) -> State:
+def block(
+    state: State,
+    cond,
+    pipe: Pipe,
+    op: int,
+    kind: int,
+    value,
+    *,
+    lo=0,
+    hi=0,
+    count=0,
+    last_op=-1,
+    last_mode=0,
+    mask=None,
+) -> State:
     """Block ``pipe`` for the rest of the run when ``cond`` holds, recording what it waits for."""
     w = state.aic.wait
     p = int(pipe)
@@ -44,10 +62,17 @@ def block(state: State, cond, pipe: Pipe, op: int, kind: int, value, *, lo=0, hi
         return arr.at[p].set(jnp.where(cond, jnp.asarray(new, arr.dtype), arr[p]))
 
     new = type(w)(
-        op=put(w.op, op), seq=put(w.seq, state.seq), kind=put(w.kind, kind), value=put(w.value, value),
-        lo=put(w.lo, lo), hi=put(w.hi, hi), count=put(w.count, count),
-        last_op=put(w.last_op, last_op), last_mode=put(w.last_mode, last_mode),
-        hint_op=w.hint_op, loop=w.loop.at[p].set(jnp.where(cond, state.loop, w.loop[p])),
+        op=put(w.op, op),
+        seq=put(w.seq, state.seq),
+        kind=put(w.kind, kind),
+        value=put(w.value, value),
+        lo=put(w.lo, lo),
+        hi=put(w.hi, hi),
+        count=put(w.count, count),
+        last_op=put(w.last_op, last_op),
+        last_mode=put(w.last_mode, last_mode),
+        hint_op=w.hint_op,
+        loop=w.loop.at[p].set(jnp.where(cond, state.loop, w.loop[p])),
         mask=w.mask if mask is None else w.mask.at[p].set(jnp.where(cond, mask, w.mask[p])),
     )
     return eqx.tree_at(lambda s: s.aic.wait, state, new)

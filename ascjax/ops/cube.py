@@ -25,13 +25,15 @@ def check_dtypes(chip, a: Tile, b: Tile, c: Tile, bias: Tile | None) -> str:
     """Trace-time check of the (a, b) -> c combination against the chip's mmad table."""
     pair = (a.dtype, b.dtype)
     if pair not in chip.mmad_dtypes:
-        if set(pair) & LOW_PRECISION_DTYPES and pair[0] in LOW_PRECISION_DTYPES:
-            raise NotImplementedError(
-                f"mmad {pair[0]} x {pair[1]} is a chip {chip.name} combination that ascjax does not emulate yet "
-                "(fp8 / hifloat8 / int4 / MX arrive with the low-precision numerics release)"
-            )
         valid = ", ".join(f"{x} x {y} -> {z}" for (x, y), z in chip.mmad_dtypes.items())
-        raise ValueError(f"rule 'mmad dtypes': {pair[0]} x {pair[1]} is not supported on chip {chip.name}; valid: {valid}")
+        raise ValueError(
+            f"rule 'mmad dtypes': {pair[0]} x {pair[1]} is not supported on chip {chip.name}; valid: {valid}"
+        )
+    if set(pair) & LOW_PRECISION_DTYPES:
+        raise NotImplementedError(
+            f"mmad {pair[0]} x {pair[1]} is a chip {chip.name} combination that ascjax does not emulate yet "
+            "(fp8 / hifloat8 / int4 / MX arrive with the low-precision numerics release)"
+        )
     c_dtype = chip.mmad_dtypes[pair]
     if c.dtype != c_dtype:
         raise ValueError(f"rule 'mmad dtypes': {pair[0]} x {pair[1]} accumulates in {c_dtype}, but C {c} is {c.dtype}")
@@ -55,9 +57,22 @@ def _saturate(x, saturation):
     return jnp.where(saturation, sat, x)
 
 
-def mmad(state: State, c: Tile, a: Tile, b: Tile, m, k, n, *, unit_flag_mode=None,
-         disable_gemv=False, c_matrix_source=False, c_matrix_init_val=False,
-         bias: Tile | None = None, k_direction_align: bool = False) -> State:
+def mmad(
+    state: State,
+    c: Tile,
+    a: Tile,
+    b: Tile,
+    m,
+    k,
+    n,
+    *,
+    unit_flag_mode=None,
+    disable_gemv=False,
+    c_matrix_source=False,
+    c_matrix_init_val=False,
+    bias: Tile | None = None,
+    k_direction_align: bool = False,
+) -> State:
     """``asc_mmad``: C[m x n] = A[m x k] x B[k x n] + C_init on pipe M.
 
     ``m, k, n`` are the valid sizes (traced values allowed; 0 makes a no-op). C_init is zero
@@ -72,8 +87,10 @@ def mmad(state: State, c: Tile, a: Tile, b: Tile, m, k, n, *, unit_flag_mode=Non
     _expect(b, Buffer.L0B, "b")
     if bias is not None:
         _expect(bias, Buffer.BT, "bias")
-        _need(not (c_matrix_source is True or c_matrix_init_val is True),
-              "mmad with an explicit bias tile initialises C from it: leave c_matrix_source / c_matrix_init_val unset")
+        _need(
+            not (c_matrix_source is True or c_matrix_init_val is True),
+            "mmad with an explicit bias tile initialises C from it: leave c_matrix_source / c_matrix_init_val unset",
+        )
     c_dtype = check_dtypes(chip, a, b, c, bias)
     mode = mode_value(unit_flag_mode)
     op = sites.register("mmad", Pipe.M, f"{c} = {a} x {b}" + (f" + bias {bias}" if bias is not None else ""))
@@ -95,15 +112,22 @@ def mmad(state: State, c: Tile, a: Tile, b: Tile, m, k, n, *, unit_flag_mode=Non
         gemv_static = m_static == 1 and gemv_allowed
         if gemv_static and a.fmt is not Format.ND:
             fix = "pass disable_gemv=True or " if chip.gemv_can_be_disabled else ""
-            raise ValueError(f"rule 'GEMV layout': m == 1 runs GEMV, which reads A as ND, but {a} holds {a.fmt}: {fix}load A into an ND L0A tile")
+            raise ValueError(
+                f"rule 'GEMV layout': m == 1 runs GEMV, which reads A as ND, but {a} holds {a.fmt}: {fix}load A into an ND L0A tile"
+            )
         if not gemv_static and a.fmt is Format.ND:
             raise ValueError(f"rule 'GEMV layout': {a} is ND, which only GEMV (m == 1) reads, but m = {m_static}")
 
     bt_tile = bias
     if bias is None and c_matrix_source is not False and c_matrix_init_val is not True:
         bt_tile = state.tile_at(Buffer.BT, 0)
-        _need(bt_tile is not None, "mmad with c_matrix_source=True reads the bias at BiasTable address 0, but no tile lives there")
-        _need(bt_tile.dtype == c_dtype, f"rule 'bias dtype': the bias must be {c_dtype}, but {bt_tile} is {bt_tile.dtype}")
+        _need(
+            bt_tile is not None,
+            "mmad with c_matrix_source=True reads the bias at BiasTable address 0, but no tile lives there",
+        )
+        _need(
+            bt_tile.dtype == c_dtype, f"rule 'bias dtype': the bias must be {c_dtype}, but {bt_tile} is {bt_tile.dtype}"
+        )
 
     state, active = issue(state, Pipe.M)
     ok = jnp.asarray(True)

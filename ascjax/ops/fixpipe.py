@@ -21,8 +21,21 @@ MMAD_DIRECTION_N = 1  # SetMMRowMajor / asc_set_mmad_direction_n: N first
 _OUT_DTYPES = {"float32": ("float32", "float16", "bfloat16"), "int32": ("int32",)}
 
 
-def fixpipe(state: State, dst: str, src, *, m=None, n=None, src_row: int = 0, src_col: int = 0,
-            dst_row=0, dst_col=0, nz2nd: bool = True, relu: bool = False, unit_flag_mode=None) -> State:
+def fixpipe(
+    state: State,
+    dst: str,
+    src,
+    *,
+    m=None,
+    n=None,
+    src_row: int = 0,
+    src_col: int = 0,
+    dst_row=0,
+    dst_col=0,
+    nz2nd: bool = True,
+    relu: bool = False,
+    unit_flag_mode=None,
+) -> State:
     """``asc_copy_l0c2gm``: move the (m x n) region at (src_row, src_col) of L0C tile ``src`` to GM.
 
     ``nz2nd=True`` (CFG_ROW_MAJOR) writes ND at (dst_row, dst_col) of the 2-D GM tensor ``dst``;
@@ -36,37 +49,72 @@ def fixpipe(state: State, dst: str, src, *, m=None, n=None, src_row: int = 0, sr
     out_dtype = jnp.dtype(g.dtype).name
     if out_dtype not in _OUT_DTYPES[src.dtype]:
         if src.dtype == "float32" and out_dtype in ("int8", "uint8", "float8_e4m3fn", "float8_e5m2"):
-            raise NotImplementedError(f"fixpipe quantisation {src.dtype} -> {out_dtype} arrives with the low-precision numerics release")
-        raise ValueError(f"rule 'fixpipe dtypes': {src} converts to {'/'.join(_OUT_DTYPES[src.dtype])}, but GM tensor {dst!r} is {out_dtype}")
+            raise NotImplementedError(
+                f"fixpipe quantisation {src.dtype} -> {out_dtype} arrives with the low-precision numerics release"
+            )
+        raise ValueError(
+            f"rule 'fixpipe dtypes': {src} converts to {'/'.join(_OUT_DTYPES[src.dtype])}, but GM tensor {dst!r} is {out_dtype}"
+        )
     mode = mode_value(unit_flag_mode)
     m = src.rows - src_row if m is None else m
     n = src.cols - src_col if n is None else n
-    _need(src_row % 16 == 0 and src_col % 16 == 0, f"rule 'fractal alignment': fixpipe source offset ({src_row}, {src_col}) must be a multiple of 16")
+    _need(
+        src_row % 16 == 0 and src_col % 16 == 0,
+        f"rule 'fractal alignment': fixpipe source offset ({src_row}, {src_col}) must be a multiple of 16",
+    )
     win_r = static_int(m) if static_int(m) is not None else src.padded[0] - src_row
     win_c = static_int(n) if static_int(n) is not None else src.padded[1] - src_col
-    _need(0 <= src_row and src_row + win_r <= src.padded[0] and 0 <= src_col and src_col + win_c <= src.padded[1],
-          f"rule 'bounds': a {win_r}x{win_c} region at ({src_row}, {src_col}) does not fit {src}")
-    op = sites.register("fixpipe", Pipe.FIX, f"{src}[{src_row}:+{m}, {src_col}:+{n}] -> {dst}" + (" (Nz)" if not nz2nd else ""))
+    _need(
+        0 <= src_row and src_row + win_r <= src.padded[0] and 0 <= src_col and src_col + win_c <= src.padded[1],
+        f"rule 'bounds': a {win_r}x{win_c} region at ({src_row}, {src_col}) does not fit {src}",
+    )
+    op = sites.register(
+        "fixpipe", Pipe.FIX, f"{src}[{src_row}:+{m}, {src_col}:+{n}] -> {dst}" + (" (Nz)" if not nz2nd else "")
+    )
 
     state, active = issue(state, Pipe.FIX)
     ok = (jnp.asarray(m) >= 0) & (jnp.asarray(m) <= win_r) & (jnp.asarray(n) >= 0) & (jnp.asarray(n) <= win_c)
-    state = fail(state, active & ~ok, Verdict.BOUNDS, op, Pipe.FIX, a=jnp.where(jnp.asarray(m) <= win_r, n, m),
-                 b=jnp.where(jnp.asarray(m) <= win_r, win_c, win_r), c=jnp.where(jnp.asarray(m) <= win_r, 2, 0))
+    state = fail(
+        state,
+        active & ~ok,
+        Verdict.BOUNDS,
+        op,
+        Pipe.FIX,
+        a=jnp.where(jnp.asarray(m) <= win_r, n, m),
+        b=jnp.where(jnp.asarray(m) <= win_r, win_c, win_r),
+        c=jnp.where(jnp.asarray(m) <= win_r, 2, 0),
+    )
     if nz2nd:
         _need(g.ndim == 2, f"fixpipe with nz2nd writes a 2-D GM tensor, {dst!r} has shape {g.shape}")
-        fits = (jnp.asarray(dst_row) >= 0) & (jnp.asarray(dst_row) + m <= g.shape[0]) \
-            & (jnp.asarray(dst_col) >= 0) & (jnp.asarray(dst_col) + n <= g.shape[1])
+        fits = (
+            (jnp.asarray(dst_row) >= 0)
+            & (jnp.asarray(dst_row) + m <= g.shape[0])
+            & (jnp.asarray(dst_col) >= 0)
+            & (jnp.asarray(dst_col) + n <= g.shape[1])
+        )
         row_bad = (jnp.asarray(dst_row) < 0) | (jnp.asarray(dst_row) + m > g.shape[0])
-        state = fail(state, active & ok & ~fits, Verdict.BOUNDS, op, Pipe.FIX,
-                     a=jnp.where(row_bad, dst_row, dst_col), b=jnp.where(row_bad, g.shape[0] - m, g.shape[1] - n),
-                     c=jnp.where(row_bad, 3, 4))
+        state = fail(
+            state,
+            active & ok & ~fits,
+            Verdict.BOUNDS,
+            op,
+            Pipe.FIX,
+            a=jnp.where(row_bad, dst_row, dst_col),
+            b=jnp.where(row_bad, g.shape[0] - m, g.shape[1] - n),
+            c=jnp.where(row_bad, 3, 4),
+        )
         ok = ok & fits
     else:
         for v, name in ((m, "m"), (n, "n"), (dst_row, "dst_row"), (dst_col, "dst_col")):
             _need(static_int(v) is not None, f"fixpipe keeping Nz needs a static {name}")
-        _need(dst_row == 0 and dst_col == 0, "fixpipe keeping Nz writes a whole 4-D GM tensor: dst_row/dst_col must be 0")
+        _need(
+            dst_row == 0 and dst_col == 0, "fixpipe keeping Nz writes a whole 4-D GM tensor: dst_row/dst_col must be 0"
+        )
         want = ((n + 15) // 16, (m + 15) // 16, 16, 16)
-        _need(tuple(g.shape) == want, f"fixpipe keeping Nz writes shape {want} for a {m}x{n} region, GM tensor {dst!r} is {tuple(g.shape)}")
+        _need(
+            tuple(g.shape) == want,
+            f"fixpipe keeping Nz writes shape {want} for a {m}x{n} region, GM tensor {dst!r} is {tuple(g.shape)}",
+        )
 
     # unit flag on: the mmad must compute in the order the fixpipe reads (N first for NZ2ND)
     wanted_direction = MMAD_DIRECTION_N if nz2nd else MMAD_DIRECTION_M
@@ -75,7 +123,7 @@ def fixpipe(state: State, dst: str, src, *, m=None, n=None, src_row: int = 0, sr
     mask = region_mask(src, state.chip, src_row, m, src_col, n)
     state, execute = handshake(state, active & ok, op, Pipe.FIX, mask, mode, want=1)
 
-    data = from_fractal(state.tile(src), Format.NZ)[src_row:src_row + win_r, src_col:src_col + win_c]
+    data = from_fractal(state.tile(src), Format.NZ)[src_row : src_row + win_r, src_col : src_col + win_c]
     if relu:
         data = jnp.maximum(data, 0)
     data = data.astype(g.dtype)
@@ -91,8 +139,9 @@ def fixpipe(state: State, dst: str, src, *, m=None, n=None, src_row: int = 0, sr
     return eqx.tree_at(lambda s: s.gm[dst], state, new)
 
 
-def set_l0c_copy_config(state: State, *, relu_pre_addr: int = 0, quant_pre_addr: int = 0,
-                        is_clean_unit_flag: bool = False) -> State:
+def set_l0c_copy_config(
+    state: State, *, relu_pre_addr: int = 0, quant_pre_addr: int = 0, is_clean_unit_flag: bool = False
+) -> State:
     """``asc_set_l0c_copy_config`` / ``SetFixPipeConfig``: with ``is_clean_unit_flag`` every L0C unit flag is reset to 0."""
     op = sites.register("set_l0c_copy_config", Pipe.S, f"is_clean_unit_flag={is_clean_unit_flag}")
     state, active = issue(state, Pipe.S)
@@ -117,4 +166,6 @@ def set_ctrl_saturation(state: State, saturating: bool = True) -> State:
     """CTRL[48] via ``asc_set_ctrl``: saturation mode (inf -> +-max, NaN -> 0) or not (inf/NaN propagate)."""
     sites.register("set_ctrl_saturation", Pipe.S, f"saturating={saturating}")
     state, active = issue(state, Pipe.S)
-    return eqx.tree_at(lambda s: s.aic.saturation, state, jnp.where(active, jnp.asarray(saturating), state.aic.saturation))
+    return eqx.tree_at(
+        lambda s: s.aic.saturation, state, jnp.where(active, jnp.asarray(saturating), state.aic.saturation)
+    )

@@ -48,8 +48,9 @@ def checked_offsets(state, active, op, pipe, offsets, limits, units, whats):
 BOUNDS_NAME = {3: "row offset", 4: "column offset"}
 
 
-def copy_gm2l1(state: State, dst: Tile, src: str, *, row=0, col=0, rows=None, cols=None,
-               dst_row: int = 0, dst_col: int = 0) -> State:
+def copy_gm2l1(
+    state: State, dst: Tile, src: str, *, row=0, col=0, rows=None, cols=None, dst_row: int = 0, dst_col: int = 0
+) -> State:
     """MTE2: copy the (rows x cols) window at (row, col) of GM tensor ``src`` into L1 tile ``dst``.
 
     An Nz tile gets the ND -> Nz conversion (``asc_copy_gm2l1_nd2nz``), columns zero-padded
@@ -59,21 +60,34 @@ def copy_gm2l1(state: State, dst: Tile, src: str, *, row=0, col=0, rows=None, co
     _need(src in state.gm, f"GM tensor {src!r} is not an input or output of this kernel: have {sorted(state.gm)}")
     g = state.gm[src]
     _need(g.ndim == 2, f"GM tensor {src!r} must be 2-D (ND) for copy_gm2l1, has shape {g.shape}")
-    _need(jnp.dtype(g.dtype) == dst.np_dtype, f"GM tensor {src!r} is {g.dtype} but {dst} is {dst.dtype}: copy_gm2l1 does not convert")
+    _need(
+        jnp.dtype(g.dtype) == dst.np_dtype,
+        f"GM tensor {src!r} is {g.dtype} but {dst} is {dst.dtype}: copy_gm2l1 does not convert",
+    )
     rows = dst.rows - dst_row if rows is None else rows
     cols = dst.cols - dst_col if cols is None else cols
-    _need(rows <= g.shape[0] and cols <= g.shape[1],
-          f"rule 'bounds': a {rows}x{cols} window does not fit GM tensor {src!r} of shape {tuple(g.shape)}")
-    _need(dst_row + rows <= dst.rows and dst_col + cols <= dst.cols,
-          f"rule 'bounds': a {rows}x{cols} window at ({dst_row}, {dst_col}) does not fit {dst}")
+    _need(
+        rows <= g.shape[0] and cols <= g.shape[1],
+        f"rule 'bounds': a {rows}x{cols} window does not fit GM tensor {src!r} of shape {tuple(g.shape)}",
+    )
+    _need(
+        dst_row + rows <= dst.rows and dst_col + cols <= dst.cols,
+        f"rule 'bounds': a {rows}x{cols} window at ({dst_row}, {dst_col}) does not fit {dst}",
+    )
     unit_r, unit_c = (16, dst.c0) if dst.fmt is Format.NZ else (1, 1)
-    _need(dst_row % unit_r == 0 and dst_col % unit_c == 0,
-          f"rule 'fractal alignment': destination offset ({dst_row}, {dst_col}) of {dst} must be a multiple of ({unit_r}, {unit_c})")
-    op = sites.register("copy_gm2l1" + ("_nd2nz" if dst.fmt is Format.NZ else ""), Pipe.MTE2,
-                        f"{src}[{row}:+{rows}, {col}:+{cols}] -> {dst}")
+    _need(
+        dst_row % unit_r == 0 and dst_col % unit_c == 0,
+        f"rule 'fractal alignment': destination offset ({dst_row}, {dst_col}) of {dst} must be a multiple of ({unit_r}, {unit_c})",
+    )
+    op = sites.register(
+        "copy_gm2l1" + ("_nd2nz" if dst.fmt is Format.NZ else ""),
+        Pipe.MTE2,
+        f"{src}[{row}:+{rows}, {col}:+{cols}] -> {dst}",
+    )
     state, active = issue(state, Pipe.MTE2)
-    state, ok = checked_offsets(state, active, op, Pipe.MTE2, (row, col),
-                                (g.shape[0] - rows, g.shape[1] - cols), (1, 1), (3, 4))
+    state, ok = checked_offsets(
+        state, active, op, Pipe.MTE2, (row, col), (g.shape[0] - rows, g.shape[1] - cols), (1, 1), (3, 4)
+    )
     window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
     nd = from_fractal(state.tile(dst), dst.fmt)
     span_c = min(-(-cols // unit_c) * unit_c, nd.shape[1] - dst_col)  # nd2nz pads each row to 32 B
@@ -92,10 +106,20 @@ def _window(state, op, pipe, active, src: Tile, shape, row, col):
     """The (padded) window of ``src`` (as ND) at (row, col) with the given shape."""
     src_nd = from_fractal(state.tile(src), src.fmt)
     unit_r, unit_c = (16, src.c0) if src.fmt is Format.NZ else (1, 1)
-    _need(shape[0] <= src_nd.shape[0] and shape[1] <= src_nd.shape[1],
-          f"rule 'bounds': a {shape[0]}x{shape[1]} window does not fit {src} (padded {src_nd.shape[0]}x{src_nd.shape[1]})")
-    state, ok = checked_offsets(state, active, op, pipe, (row, col),
-                                (src_nd.shape[0] - shape[0], src_nd.shape[1] - shape[1]), (unit_r, unit_c), (3, 4))
+    _need(
+        shape[0] <= src_nd.shape[0] and shape[1] <= src_nd.shape[1],
+        f"rule 'bounds': a {shape[0]}x{shape[1]} window does not fit {src} (padded {src_nd.shape[0]}x{src_nd.shape[1]})",
+    )
+    state, ok = checked_offsets(
+        state,
+        active,
+        op,
+        pipe,
+        (row, col),
+        (src_nd.shape[0] - shape[0], src_nd.shape[1] - shape[1]),
+        (unit_r, unit_c),
+        (3, 4),
+    )
     start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
     return state, ok, jax.lax.dynamic_slice(src_nd, start, shape)
 
@@ -109,8 +133,10 @@ def copy_l12l0a(state: State, dst: Tile, src: Tile, *, transpose: bool = False, 
     _expect(dst, Buffer.L0A, "dst")
     _expect(src, Buffer.L1, "src")
     _need(src.dtype == dst.dtype, f"copy_l12l0a does not convert: {src} vs {dst}")
-    _need((src.fmt is Format.ND) == (dst.fmt is Format.ND),
-          f"copy_l12l0a copies ND to ND (GEMV) or Nz to {state.chip.a_format}: got {src.fmt} -> {dst.fmt}")
+    _need(
+        (src.fmt is Format.ND) == (dst.fmt is Format.ND),
+        f"copy_l12l0a copies ND to ND (GEMV) or Nz to {state.chip.a_format}: got {src.fmt} -> {dst.fmt}",
+    )
     _need(not (transpose and dst.fmt is Format.ND), "copy_l12l0a: transpose needs fractal tiles, not ND")
     op = sites.register("copy_l12l0a", Pipe.MTE1, f"{src} -> {dst}" + (" transposed" if transpose else ""))
     state, active = issue(state, Pipe.MTE1)
@@ -148,8 +174,10 @@ def copy_l12bt(state: State, dst: Tile, src: Tile, *, col=0) -> State:
     _expect(src, Buffer.L1, "src")
     _need(src.fmt is Format.ND, f"copy_l12bt reads an ND L1 tile, got {src}")
     convert = {("float16", "float32"), ("bfloat16", "float32")}
-    _need(src.dtype == dst.dtype or (src.dtype, dst.dtype) in convert,
-          f"copy_l12bt converts only f16/bf16 -> float32, not {src.dtype} -> {dst.dtype}")
+    _need(
+        src.dtype == dst.dtype or (src.dtype, dst.dtype) in convert,
+        f"copy_l12bt converts only f16/bf16 -> float32, not {src.dtype} -> {dst.dtype}",
+    )
     op = sites.register("copy_l12bt", Pipe.MTE1, f"{src} -> {dst}")
     state, active = issue(state, Pipe.MTE1)
     state, ok, row = _window(state, op, Pipe.MTE1, active, src, (1, dst.cols), 0, col)

@@ -20,9 +20,11 @@ from .move import _need
 
 def _pair(state: State, src, dst, event_id, what: str):
     src, dst = Pipe.parse(src), Pipe.parse(dst)
-    _need((src, dst) in AIC_FLAG_PAIRS,
-          f"rule 'flag pipes': {what}({src} -> {dst}) is not a legal pair on the AIC; legal: "
-          + ", ".join(f"{a}->{b}" for a, b in sorted(AIC_FLAG_PAIRS)))
+    _need(
+        (src, dst) in AIC_FLAG_PAIRS,
+        f"rule 'flag pipes': {what}({src} -> {dst}) is not a legal pair on the AIC; legal: "
+        + ", ".join(f"{a}->{b}" for a, b in sorted(AIC_FLAG_PAIRS)),
+    )
     ev = static_int(event_id)
     n = state.chip.intra_event_ids
     if ev is not None:
@@ -66,8 +68,18 @@ def sync_wait(state: State, src, dst, event_id) -> State:
     run = active & ok
     aic = state.aic
     is_set = aic.flags[src, dst, ev]
-    state = block(state, run & ~is_set, dst, op, WaitKind.FLAG, 1, lo=int(src), hi=int(dst), count=ev,
-                  last_op=aic.flag_op[src, dst, ev])
+    state = block(
+        state,
+        run & ~is_set,
+        dst,
+        op,
+        WaitKind.FLAG,
+        1,
+        lo=int(src),
+        hi=int(dst),
+        count=ev,
+        last_op=aic.flag_op[src, dst, ev],
+    )
     flags = aic.flags.at[src, dst, ev].set(is_set & ~run)
     return eqx.tree_at(lambda s: s.aic.flags, state, flags)
 

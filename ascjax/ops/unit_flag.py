@@ -72,7 +72,7 @@ def tile_blocks(tile: Tile, chip) -> np.ndarray:
 def region_mask(tile: Tile, chip, row0, rows, col0, cols) -> jnp.ndarray:
     """bool[n_blocks]: the L0C blocks a (rows x cols) region at (row0, col0) of ``tile`` touches."""
     n1, m1 = tile.physical_shape[:2]
-    r_lo = (np.arange(m1)[None, :, None] * 16 + np.arange(2)[None, None, :] * ROWS_PER_BLOCK)
+    r_lo = np.arange(m1)[None, :, None] * 16 + np.arange(2)[None, None, :] * ROWS_PER_BLOCK
     c_lo = np.arange(n1)[:, None, None] * 16
     rows_hit = (r_lo < row0 + rows) & (r_lo + ROWS_PER_BLOCK > row0)
     cols_hit = (c_lo < col0 + cols) & (c_lo + 16 > col0)
@@ -96,8 +96,18 @@ def handshake(state: State, active, op: int, pipe: Pipe, mask, mode, want: int) 
     hi = jnp.max(jnp.where(unsatisfied, idx, -1))
     lo_safe = jnp.clip(lo, 0, unsatisfied.shape[0] - 1)
     state = block(
-        state, stuck, pipe, op, WaitKind.UNIT_FLAG, want, lo=lo, hi=hi, count=jnp.sum(unsatisfied),
-        last_op=aic.uf_last_op[lo_safe], last_mode=aic.uf_last_mode[lo_safe], mask=unsatisfied,
+        state,
+        stuck,
+        pipe,
+        op,
+        WaitKind.UNIT_FLAG,
+        want,
+        lo=lo,
+        hi=hi,
+        count=jnp.sum(unsatisfied),
+        last_op=aic.uf_last_op[lo_safe],
+        last_mode=aic.uf_last_mode[lo_safe],
+        mask=unsatisfied,
     )
     execute = active & ~stuck
     touched = execute & mask

@@ -1,0 +1,64 @@
+"""Command line: ``python -m ascjax list FILE`` and ``python -m ascjax run FILE::CASE``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .case import build_case, load_cases, run_case
+from .chip import CHIPS
+
+
+def _split(target: str) -> tuple[str, str]:
+    if "::" not in target:
+        raise ValueError(f"expected FILE::CASE, got {target!r} (list the cases with `python -m ascjax list FILE`)")
+    path, name = target.split("::", 1)
+    return path, name
+
+
+def _cmd_list(args) -> int:
+    for name, fn in load_cases(args.file).items():
+        doc = (fn.__doc__ or "").strip().splitlines()
+        print(f"{args.file}::{name}" + (f"  - {doc[0]}" if doc else ""))
+    return 0
+
+
+def _cmd_run(args) -> int:
+    path, name = _split(args.target)
+    c = build_case(path, name)
+    start = time.perf_counter()
+    result, rep, err = run_case(c, chip=args.chip, jit=not args.no_jit)
+    seconds = time.perf_counter() - start
+    if args.json:
+        out = rep.to_dict()
+        out.update(case=f"{path}::{name}", expected=c.expect.label, max_abs_err=err, seconds=round(seconds, 3))
+        print(json.dumps(out))
+    else:
+        print(rep)
+        if err is not None:
+            verdict = "within" if err <= c.atol else "OUTSIDE"
+            print(f"max abs err vs reference: {err:.3g} ({verdict} atol {c.atol:g})")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ascjax", description="Ascend AI Core emulator")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_list = sub.add_parser("list", help="list the cases a kernel file defines")
+    p_list.add_argument("file")
+    p_list.set_defaults(func=_cmd_list)
+    p_run = sub.add_parser("run", help="run one case and print its verdict")
+    p_run.add_argument("target", metavar="FILE::CASE")
+    p_run.add_argument("--chip", choices=sorted(CHIPS), default=None, help="chip model (default: the case's)")
+    p_run.add_argument("--json", action="store_true", help="print one JSON object")
+    p_run.add_argument("--no-jit", action="store_true", help="run op by op without jax.jit")
+    p_run.set_defaults(func=_cmd_run)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, KeyError, ValueError, NotImplementedError, ImportError, SyntaxError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"error: cannot run: {type(exc).__name__}: {message}", file=sys.stderr)
+        return 2

@@ -1,0 +1,24 @@
+"""Developer sessions: `nox -s tests`, `nox -s lint`, `nox -s slow`."""
+
+import nox
+
+nox.options.sessions = ["lint", "tests"]
+
+
+@nox.session
+def tests(session):
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "-q", *session.posargs)
+
+
+@nox.session
+def slow(session):
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "-q", "-m", "slow", *session.posargs)
+
+
+@nox.session
+def lint(session):
+    session.install("ruff")
+    session.run("ruff", "check", "ascjax", "kernels", "tests", "examples", "noxfile.py")
+    session.run("ruff", "format", "--check", "--diff", "ascjax", "kernels", "tests", "examples", "noxfile.py")

@@ -1,0 +1,49 @@
+"""The command line: list cases, run one, JSON output, exit codes."""
+
+import json
+import subprocess
+import sys
+
+from conftest import KERNELS, ROOT
+
+from ascjax.cli import main
+
+
+def test_list(capsys):
+    assert main(["list", str(KERNELS / "unit_flag.py")]) == 0
+    out = capsys.readouterr().out
+    assert "unit_flag.py::seed000_error1" in out and "unit_flag.py::kloop_f16" in out
+
+
+def test_run_json_deadlock(capsys):
+    assert main(["run", f"{KERNELS / 'unit_flag.py'}::seed000_error1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "deadlock" and out["op"] == "fixpipe"
+    assert out["location"].endswith(".py:" + out["location"].rsplit(":", 1)[1]) and "unit_flag.py" in out["location"]
+    assert out["max_abs_err"] is None and "Final closing" in out["message"]
+
+
+def test_run_json_ok_with_reference_on_another_chip(capsys):
+    assert main(["run", f"{KERNELS / 'mmad_int8.py'}::seed004_int8", "--chip", "a3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "ok" and out["location"] is None and out["max_abs_err"] == 0.0 and out["chip"] == "a3"
+
+
+def test_text_output_and_errors(capsys):
+    assert main(["run", f"{KERNELS / 'unit_flag.py'}::size_mismatch"]) == 0
+    assert "DEADLOCK" in capsys.readouterr().out
+    assert main(["run", f"{KERNELS / 'unit_flag.py'}::no_such_case"]) == 2
+    assert "defines no case 'no_such_case'" in capsys.readouterr().err
+    assert main(["run", "missing.py::x"]) == 2
+    assert main(["run", "no_separator"]) == 2
+
+
+def test_module_entry_point():
+    proc = subprocess.run(
+        [sys.executable, "-m", "ascjax", "list", str(KERNELS / "mmad_int8.py")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    assert "seed004_int8" in proc.stdout
