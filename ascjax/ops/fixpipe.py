@@ -115,6 +115,7 @@ def fixpipe(
             tuple(g.shape) == want,
             f"fixpipe keeping Nz writes shape {want} for a {m}x{n} region, GM tensor {dst!r} is {tuple(g.shape)}",
         )
+        win_r, win_c = want[1] * 16, want[0] * 16  # whole fractals, padding included
 
     # unit flag on: the mmad must compute in the order the fixpipe reads (N first for NZ2ND)
     wanted_direction = MMAD_DIRECTION_N if nz2nd else MMAD_DIRECTION_M

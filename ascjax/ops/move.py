@@ -102,13 +102,16 @@ def copy_gm2l1_nd2nz(state: State, dst: Tile, src: str, **kwargs) -> State:
     return copy_gm2l1(state, dst, src, **kwargs)
 
 
-def _window(state, op, pipe, active, src: Tile, shape, row, col):
-    """The (padded) window of ``src`` (as ND) at (row, col) with the given shape."""
+def _window(state, op, pipe, active, src: Tile, shape, need, row, col):
+    """The ``shape`` window of ``src`` (as ND) at (row, col); its ``need`` top-left part must lie in ``src``.
+
+    Past ``need`` the window is destination padding: where it runs beyond ``src`` it reads zeros.
+    """
     src_nd = from_fractal(state.tile(src), src.fmt)
     unit_r, unit_c = (16, src.c0) if src.fmt is Format.NZ else (1, 1)
     _need(
-        shape[0] <= src_nd.shape[0] and shape[1] <= src_nd.shape[1],
-        f"rule 'bounds': a {shape[0]}x{shape[1]} window does not fit {src} (padded {src_nd.shape[0]}x{src_nd.shape[1]})",
+        need[0] <= src_nd.shape[0] and need[1] <= src_nd.shape[1],
+        f"rule 'bounds': a {need[0]}x{need[1]} window does not fit {src} (padded {src_nd.shape[0]}x{src_nd.shape[1]})",
     )
     state, ok = checked_offsets(
         state,
@@ -116,10 +119,11 @@ def _window(state, op, pipe, active, src: Tile, shape, row, col):
         op,
         pipe,
         (row, col),
-        (src_nd.shape[0] - shape[0], src_nd.shape[1] - shape[1]),
+        (src_nd.shape[0] - need[0], src_nd.shape[1] - need[1]),
         (unit_r, unit_c),
         (3, 4),
     )
+    src_nd = jnp.pad(src_nd, ((0, shape[0]), (0, shape[1])))  # traced offsets must never clamp
     start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
     return state, ok, jax.lax.dynamic_slice(src_nd, start, shape)
 
@@ -141,8 +145,8 @@ def copy_l12l0a(state: State, dst: Tile, src: Tile, *, transpose: bool = False, 
     op = sites.register("copy_l12l0a", Pipe.MTE1, f"{src} -> {dst}" + (" transposed" if transpose else ""))
     state, active = issue(state, Pipe.MTE1)
     rp, cp = dst.padded
-    shape = (cp, rp) if transpose else (rp, cp)
-    state, ok, a = _window(state, op, Pipe.MTE1, active, src, shape, row, col)
+    shape, need = ((cp, rp), (dst.cols, dst.rows)) if transpose else ((rp, cp), (dst.rows, dst.cols))
+    state, ok, a = _window(state, op, Pipe.MTE1, active, src, shape, need, row, col)
     a = a.T if transpose else a
     return write_tile(state, dst, to_fractal(a, dst.fmt, dst.c0), active & ok)
 
@@ -161,9 +165,9 @@ def copy_l12l0b(state: State, dst: Tile, src: Tile, *, transpose: bool = False, 
     state, active = issue(state, Pipe.MTE1)
     kp, np_ = dst.padded
     if transpose:
-        state, ok, b = _window(state, op, Pipe.MTE1, active, src, (kp, np_), row, col)
+        state, ok, b = _window(state, op, Pipe.MTE1, active, src, (kp, np_), (dst.rows, dst.cols), row, col)
     else:
-        state, ok, bt = _window(state, op, Pipe.MTE1, active, src, (np_, kp), row, col)
+        state, ok, bt = _window(state, op, Pipe.MTE1, active, src, (np_, kp), (dst.cols, dst.rows), row, col)
         b = bt.T
     return write_tile(state, dst, to_fractal(b, Format.ZN, dst.c0), active & ok)
 
@@ -180,5 +184,5 @@ def copy_l12bt(state: State, dst: Tile, src: Tile, *, col=0) -> State:
     )
     op = sites.register("copy_l12bt", Pipe.MTE1, f"{src} -> {dst}")
     state, active = issue(state, Pipe.MTE1)
-    state, ok, row = _window(state, op, Pipe.MTE1, active, src, (1, dst.cols), 0, col)
+    state, ok, row = _window(state, op, Pipe.MTE1, active, src, (1, dst.cols), (1, dst.cols), 0, col)
     return write_tile(state, dst, row.astype(dst.np_dtype), active & ok)
