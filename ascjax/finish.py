@@ -39,10 +39,13 @@ def finish(state: State) -> State:
         code=pick(Verdict.DEADLOCK, Verdict.LEFTOVER, Verdict.LEFTOVER, err.code),
         op=pick(w.op[first_pipe], state.aic.uf_last_op[uf_first], state.aic.flag_op.reshape(-1)[fl_first], err.op),
         seq=pick(w.seq[first_pipe], state.seq, state.seq, err.seq),
+        core=pick(0, 0, 0, err.core),
         pipe=pick(first_pipe, 0, src, err.pipe),
         a=pick(first_pipe, LEFTOVER_UNIT_FLAG, LEFTOVER_FLAG, err.a),
         b=pick(0, uf_first, src * N_PIPES + dst, err.b),
         c=pick(0, jnp.sum(uf), ev, err.c),
+        d=err.d,
+        e=err.e,
         loop=jnp.where(deadlock, w.loop[first_pipe], err.loop),
     )
     return eqx.tree_at(lambda s: s.error, state, new)

@@ -62,6 +62,10 @@ class Program:
     sync_notify = _issue(ops.sync_notify)
     sync_wait = _issue(ops.sync_wait)
     sync_pipe = _issue(ops.sync_pipe)
+    # PyPTO-Pro spellings with phases and the framework's auto M -> FIX sync
+    matmul = _issue(ops.matmul)
+    matmul_acc = _issue(ops.matmul_acc)
+    store = _issue(ops.store)
 
     def gm(self, name: str) -> jax.Array:
         """The current contents of a GM tensor."""
@@ -94,3 +98,27 @@ class Program:
             return new, None
 
         self.state, _ = jax.lax.scan(step, self.state, jnp.arange(n, dtype=jnp.int32))
+
+    def cond(self, pred, then, otherwise=None) -> None:
+        """``if pred: then() else: otherwise()`` on a traced predicate (a ``lax.cond``).
+
+        Both branches are traced once; under ``vmap`` both run and the state is selected.
+        """
+        before = jax.tree_util.tree_structure(self.state)
+
+        def branch(fn):
+            def run(state):
+                outer, self.state = self.state, state
+                try:
+                    if fn is not None:
+                        fn()
+                    new = self.state
+                finally:
+                    self.state = outer
+                if jax.tree_util.tree_structure(new) != before:
+                    raise ValueError("a branch changed the state's structure: allocate tiles before the branch")
+                return new
+
+            return run
+
+        self.state = jax.lax.cond(jnp.asarray(pred), branch(then), branch(otherwise), self.state)

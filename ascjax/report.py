@@ -7,7 +7,8 @@ import dataclasses
 import jax
 import numpy as np
 
-from . import sites
+from . import hazards, sites
+from .granules import CHIP_GRANULE_BYTES
 from .finish import LEFTOVER_UNIT_FLAG
 from .kinds import Buffer, Pipe
 from .ops.unit_flag import mode_name
@@ -114,6 +115,11 @@ def _deadlock(state: State) -> tuple[str, str | None, str | None]:
         elif kind == WaitKind.FLAG:
             src, dst, ev = Pipe(int(w.lo[p])), Pipe(int(w.hi[p])), int(w.count[p])
             lines.append(f"  waits for flag {src}->{dst} event {ev}, which is 0.")
+            if int(w.op[int(src)]) >= 0 and int(src) != int(p):
+                lines.append(
+                    f"  pipe {src} is itself stuck (see its entry), so the notify never comes: fix that one first."
+                )
+                continue
             if int(w.last_op[p]) >= 0:
                 lines.append(
                     f"  it was last set by {_where(int(w.last_op[p]))} and already consumed by an earlier wait."
@@ -179,6 +185,79 @@ def _error(state: State, err, code: Verdict) -> str:
     return f"{code.name} at {where}: {MESSAGES[code]}"
 
 
+def _granule_place(state: State, key: str, lo: int, hi: int) -> str:
+    """Where granules lo..hi of a shadow lie: buffer, byte range and the tile or tensor there."""
+    if key.startswith("GM:"):
+        name = key[3:]
+        g = state.gm[name]
+        size = np.dtype(g.dtype).itemsize
+        per = state.options.gm_granule_bytes
+        cols = int(np.prod(g.shape[1:])) if g.ndim > 1 else int(g.shape[0])
+        first, last = divmod(lo * per // size, cols), divmod(((hi + 1) * per - 1) // size, cols)
+        return f"GM tensor `{name}` granules {lo}..{hi} (elements {first}..{last} as (row, col), {per} B each)"
+    buffer = Buffer[key]
+    start, end = lo * CHIP_GRANULE_BYTES, (hi + 1) * CHIP_GRANULE_BYTES
+    tiles = [t for t in state.tiles if t.buffer is buffer and t.addr < end and start < t.end]
+    names = ", ".join(f"`{t.name}`" for t in tiles[-2:]) or "no tile"
+    return f"{buffer} granules {lo}..{hi} (bytes [{start}, {end}), tile {names})"
+
+
+def _race(state: State, err) -> str:
+    kind = int(err.a)
+    me, other = sites.site(int(err.op)), sites.site(int(err.b))
+    key = state.buffer_codes[int(err.c)]
+    place = _granule_place(state, key, int(err.d), int(err.e))
+    me_pipe = hazards.pipe_name(hazards.gpipe(int(err.core), Pipe(int(err.pipe))))
+    other_text = f"{other.op:10s} at {other.location}  pipe {other.core}.{other.pipe}" if other else "an earlier op"
+    me_text = f"{me.op:10s} at {me.location}  pipe {me_pipe}{_loop_text(int(err.op), err.loop)}"
+    first_label, second_label = {
+        hazards.RAW: ("write", "read "),
+        hazards.WAR: ("read ", "write"),
+        hazards.WAW: ("write", "write"),
+        hazards.SMALL_TILE: ("write", "read "),
+    }[kind]
+    lines = [
+        f"RACE ({hazards.RACE_KINDS[kind]}) on {place}",
+        f"  {first_label}: {other_text}",
+        f"  {second_label}: {me_text}",
+    ]
+    if kind == hazards.SMALL_TILE:
+        lines.append(
+            "  consecutive mmads accumulate into this L0C region with (m/16)*(n/16) < 10 and no PIPE_M "
+            "barrier between them: the cube may overlap them."
+        )
+        lines.append("  Fix: put sync_pipe('M') (PipeBarrier<PIPE_M>) between the accumulating mmads.")
+        return "\n".join(lines)
+    lines.append("  nothing orders them: no flag, unit-flag handshake or barrier leads from the first to the second.")
+    ops = {other.op if other else "", me.op}
+    if key == "L0C" and "mmad" in ops and "fixpipe" in ops:
+        lines.append(
+            "  Order them with the unit flag on both sides (the last mmad ENABLE_UPDATE / AccPhase.Final, the "
+            "fixpipe ENABLE_UPDATE / STPhase.Final), or with sync_notify/sync_wait(M, FIX) and the flag off on "
+            "both: a phase on one side only leaves them unordered (seed 000 rule 'pairing')."
+        )
+    if other is not None:
+        lines.append(
+            f"  Fix: sync_notify({other.pipe}, {me.pipe}, id) after the {other.op} and sync_wait({other.pipe}, "
+            f"{me.pipe}, id) before the {me.op}"
+            + (" (same pipe on another core: a cross-core event)" if other.pipe == me.pipe else "")
+            + "."
+        )
+    if not state.options.poison_races:
+        lines.append("  Run with poison_races=True (--poison-races) to see the damage as NaN in the outputs.")
+    return "\n".join(lines)
+
+
+def _uninitialized(state: State, err) -> str:
+    key = state.buffer_codes[int(err.a)]
+    place = _granule_place(state, key, int(err.b), int(err.c))
+    where = _where(int(err.op)) + _loop_text(int(err.op), err.loop)
+    return (
+        f"UNINITIALIZED read by {where}: {place} were never written.\n"
+        "  Fix: load or compute that data first, or read only the region you wrote."
+    )
+
+
 def _warnings(state: State) -> list[str]:
     out = []
     op = int(state.warn_op[WARN_DIRECTION])
@@ -205,7 +284,8 @@ def report(state: State, index: int | None = None) -> Report:
     elif code is Verdict.DEADLOCK:
         message, location, op = _deadlock(state)
     else:
-        message = _leftover(state, err) if code is Verdict.LEFTOVER else _error(state, err, code)
+        explain = {Verdict.LEFTOVER: _leftover, Verdict.RACE: _race, Verdict.UNINITIALIZED: _uninitialized}
+        message = explain[code](state, err) if code in explain else _error(state, err, code)
         s = sites.site(int(err.op))
         location, op = (s.location, s.op) if s else (None, None)
     return Report(code, message, location, op, _warnings(state), state.chip.name)

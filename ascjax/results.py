@@ -14,6 +14,8 @@ class Verdict(enum.IntEnum):
     SYNC_ERROR = 3  # misuse of a sync primitive (flag set twice, event id out of range)
     BOUNDS = 4  # a traced size or offset outside its tile or tensor
     LAYOUT = 5  # the data layout an op reads differs from the one the tile holds
+    RACE = 6  # two accesses to one granule, at least one a write, not ordered by any sync
+    UNINITIALIZED = 7  # a read of a granule nothing wrote (and that is not a kernel input)
 
     @property
     def label(self) -> str:
@@ -34,6 +36,8 @@ MESSAGES = {
     Verdict.SYNC_ERROR: "a synchronisation primitive is used against its rules",
     Verdict.BOUNDS: "a traced size or offset lies outside its tile or tensor",
     Verdict.LAYOUT: "an op reads data in a layout other than the one the tile holds",
+    Verdict.RACE: "two accesses to one buffer granule are not ordered by any sync: the result depends on timing",
+    Verdict.UNINITIALIZED: "an op reads buffer bytes that nothing has written",
 }
 
 #: Names of the quantities a BOUNDS error can refer to (ErrorRecord.c indexes this).
@@ -73,4 +77,15 @@ class LayoutError(AscjaxError):
     verdict = Verdict.LAYOUT
 
 
-EXCEPTIONS = {cls.verdict: cls for cls in (DeadlockError, LeftoverSignalError, SyncError, BoundsError, LayoutError)}
+class RaceError(AscjaxError):
+    verdict = Verdict.RACE
+
+
+class UninitializedError(AscjaxError):
+    verdict = Verdict.UNINITIALIZED
+
+
+EXCEPTIONS = {
+    cls.verdict: cls
+    for cls in (DeadlockError, LeftoverSignalError, SyncError, BoundsError, LayoutError, RaceError, UninitializedError)
+}

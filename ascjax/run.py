@@ -10,6 +10,7 @@ import numpy as np
 from . import dtypes
 from .chip import Chip, get_chip
 from .finish import finish
+from .options import Options
 from .program import Program
 from .report import Report, report
 from .results import EXCEPTIONS, MESSAGES, Verdict
@@ -56,13 +57,13 @@ def _output_spec(spec):
     return tuple(int(s) for s in shape), dtypes.to_numpy_dtype(dtype)
 
 
-def _execute(kernel, chip: Chip, inputs: dict, outputs: tuple, params: dict) -> Result:
+def _execute(kernel, chip: Chip, options: Options, inputs: dict, outputs: tuple, params: dict) -> Result:
     gm = dict(inputs)
     for name, (shape, dtype) in outputs:
         if name in gm:
             raise ValueError(f"GM tensor {name!r} is both an input and an output: name it once")
         gm[name] = jnp.zeros(shape, dtype)
-    program = Program(chip, State.create(chip, gm))
+    program = Program(chip, State.create(chip, gm, tuple(name for name, _ in outputs), options))
     kernel(program, **params)
     state = finish(program.state)
     return Result(outputs={name: state.gm[name] for name, _ in outputs}, state=state)
@@ -80,6 +81,9 @@ def run(
     params: dict | None = None,
     throw: bool = False,
     jit: bool = True,
+    sanitize: bool = True,
+    poison_races: bool = False,
+    options: Options | None = None,
 ) -> Result:
     """Run ``kernel(k, **params)`` on one AI Core of ``chip``.
 
@@ -91,13 +95,16 @@ def run(
     - ``params``: extra keyword arguments for the kernel; arrays among them are traced, so a
       ``jax.vmap`` over them sweeps scenarios with one compilation.
     - ``throw``: raise the typed error when the verdict is not OK. Keep it False under ``vmap``.
+    - ``sanitize``: happens-before race and uninitialised-read checks (on by default);
+      ``poison_races``: racy reads produce NaN; ``options``: an :class:`ascjax.Options` instead.
 
     **Returns:** a :class:`Result` with ``outputs``, ``state``, ``verdict`` and ``report()``.
     """
     chip = get_chip(chip)
+    options = options or Options(sanitize=sanitize, poison_races=poison_races)
     inputs = {name: jnp.asarray(x) for name, x in inputs.items()}
     spec = tuple((name, _output_spec(s)) for name, s in outputs.items())
-    result = (_execute_jit if jit else _execute)(kernel, chip, inputs, spec, dict(params or {}))
+    result = (_execute_jit if jit else _execute)(kernel, chip, options, inputs, spec, dict(params or {}))
     if throw:
         if isinstance(result.verdict, jax.core.Tracer):
             messages = [MESSAGES[v] for v in Verdict]

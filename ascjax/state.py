@@ -14,7 +14,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
 from .chip import Chip
+from .granules import buffer_granules, gm_units
+from .hazards import N_GLOBAL_PIPES, READERS, TRACKED_ON_CHIP, Shadow, shadow_key
 from .kinds import N_PIPES, Buffer
+from .options import Options
 
 #: Nesting depth of loops whose indices are recorded with errors.
 MAX_LOOP_DEPTH = 4
@@ -70,21 +73,24 @@ class PipeWait(eqx.Module):
 
 
 class ErrorRecord(eqx.Module):
-    """The first error of a run (code 0: none). Fields a, b, c depend on the code."""
+    """The first error of a run (code 0: none). Fields a..e depend on the code."""
 
     code: Int[Array, ""]
     op: Int[Array, ""]
     seq: Int[Array, ""]
+    core: Int[Array, ""]
     pipe: Int[Array, ""]
     a: Int[Array, ""]
     b: Int[Array, ""]
     c: Int[Array, ""]
+    d: Int[Array, ""]
+    e: Int[Array, ""]
     loop: Int[Array, " L"]
 
     @staticmethod
     def empty() -> ErrorRecord:
         z = jnp.zeros((), jnp.int32)
-        return ErrorRecord(z, z - 1, z, z, z, z, z, jnp.zeros((MAX_LOOP_DEPTH,), jnp.int32))
+        return ErrorRecord(z, z - 1, z, z, z, z, z, z, z, z, jnp.zeros((MAX_LOOP_DEPTH,), jnp.int32))
 
 
 class Aic(eqx.Module):
@@ -103,6 +109,11 @@ class Aic(eqx.Module):
     wait: PipeWait
     mmad_direction: Int[Array, ""]  # 0: M first (SetMMColumnMajor), 1: N first (SetMMRowMajor)
     saturation: Bool[Array, ""]  # CTRL[48] == 0: inf -> +-max, NaN -> 0
+    # happens-before edges carried by the sync hardware (vector clocks of the signaller)
+    flag_vc: Int[Array, "P P E G"]  # clock of the notify that set each SetFlag bit
+    uf_vc: Int[Array, "B G"]  # clock of the UPDATE that last flipped each unit-flag block
+    auto_vc: Int[Array, "B G"]  # clock of the last phase-less matmul per block (framework M->FIX sync)
+    m_barrier: Int[Array, ""]  # the M pipe's own clock at its last PipeBarrier<PIPE_M>
 
     @staticmethod
     def empty(chip: Chip) -> Aic:
@@ -122,6 +133,10 @@ class Aic(eqx.Module):
             wait=PipeWait.empty(n_blocks),
             mmad_direction=jnp.zeros((), jnp.int32),
             saturation=jnp.ones((), bool),
+            flag_vc=jnp.zeros((*shape, N_GLOBAL_PIPES), jnp.int32),
+            uf_vc=jnp.zeros((n_blocks, N_GLOBAL_PIPES), jnp.int32),
+            auto_vc=jnp.full((n_blocks, N_GLOBAL_PIPES), -1, jnp.int32),
+            m_barrier=jnp.zeros((), jnp.int32),
         )
 
 
@@ -132,21 +147,39 @@ class State(eqx.Module):
     """Everything one AI Core block holds during a run."""
 
     chip: Chip = eqx.field(static=True)
+    options: Options = eqx.field(static=True)
     tiles: tuple = eqx.field(static=True)  # every Tile allocated so far (static metadata)
+    gm_outputs: tuple = eqx.field(static=True)  # names of the GM tensors the kernel may write
+    buffer_codes: tuple = eqx.field(static=True)  # shadow keys, in the order errors refer to them
     gm: dict[str, Array]
     aic: Aic
+    vc: Int[Array, "G G"]  # vector clock of every pipe of the block
+    shadows: dict[str, Shadow]  # per-granule access history (empty when not sanitizing)
     error: ErrorRecord
     seq: Int[Array, ""]  # ops issued so far (orders errors)
     loop: Int[Array, " L"]  # current loop indices, outermost first
     warn_op: Int[Array, " W"]  # first op that raised each warning, -1 if none
 
     @staticmethod
-    def create(chip: Chip, gm: dict) -> State:
+    def create(chip: Chip, gm: dict, outputs=(), options: Options = Options()) -> State:
+        gm = {name: jnp.asarray(x) for name, x in gm.items()}
+        shadows = {}
+        if options.sanitize:
+            for buffer in TRACKED_ON_CHIP:
+                shadows[shadow_key(buffer)] = Shadow.empty(buffer_granules(chip, buffer), len(READERS[buffer]))
+            for name in outputs:
+                n = gm_units(tuple(gm[name].shape), jnp.dtype(gm[name].dtype).name, options.gm_granule_bytes)[3]
+                shadows[shadow_key(Buffer.GM, name)] = Shadow.empty(n, len(READERS[Buffer.GM]))
         return State(
             chip=chip,
+            options=options,
             tiles=(),
-            gm={name: jnp.asarray(x) for name, x in gm.items()},
+            gm_outputs=tuple(outputs),
+            buffer_codes=tuple(shadows),
+            gm=gm,
             aic=Aic.empty(chip),
+            vc=jnp.zeros((N_GLOBAL_PIPES, N_GLOBAL_PIPES), jnp.int32),
+            shadows=shadows,
             error=ErrorRecord.empty(),
             seq=jnp.zeros((), jnp.int32),
             loop=jnp.zeros((MAX_LOOP_DEPTH,), jnp.int32),

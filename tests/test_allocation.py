@@ -115,7 +115,7 @@ def test_mmad_dtype_combinations(chip, dtypes, error, match):
 
 def test_supported_dtype_combinations_run():
     for a, c in (("float16", "float32"), ("bfloat16", "float32"), ("float32", "float32"), ("int8", "int32")):
-        assert aj.run(_mmad_kernel(a, a, c), {}, {}, chip="a2").ok
+        assert aj.run(_mmad_kernel(a, a, c), {}, {}, chip="a2", sanitize=False).ok  # operands never loaded
 
 
 def test_chip_table():

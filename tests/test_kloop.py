@@ -13,20 +13,26 @@ MODES = (0, 2, 3)  # DISABLE, ENABLE_KEEP, ENABLE_UPDATE
 
 
 def expected_verdict(first: int, middle: int, last: int, store: int = 3) -> aj.Verdict:
-    """Independent model of seed 001's table: one flag for the whole tile, issue order per pipe."""
-    flag, m_blocked = 0, False
+    """Independent model of seed 001's table and its ordering, one flag for the whole tile, issue order per pipe.
+
+    The kernel has no M -> FIX software sync: only the unit flag can order the fixpipe after the mmads.
+    """
+    flag, m_blocked, last_update, last_run = 0, False, -1, -1
     for i in range(KLOOP_STEPS):
         mode = first if i == 0 else last if i == KLOOP_STEPS - 1 else middle
         if mode and flag == 1:
             m_blocked = True  # the mmad waits for 0 forever; later mmads never issue
             break
+        last_run = i
         if mode == 3:
-            flag = 1
-    fix_blocked = bool(store) and flag == 0
-    if not fix_blocked and store == 3:
+            flag, last_update = 1, i
+    if m_blocked or (store and flag == 0):
+        return aj.Verdict.DEADLOCK  # a blocked pipe is reported before anything that happens after it
+    ordered_upto = last_update if store else -1  # the fixpipe is ordered after the UPDATE it waited for
+    if last_run > ordered_upto:
+        return aj.Verdict.RACE  # RAW on L0C: the last mmad's result is read unordered
+    if store == 3:
         flag = 0
-    if m_blocked or fix_blocked:
-        return aj.Verdict.DEADLOCK
     return aj.Verdict.LEFTOVER if flag else aj.Verdict.OK
 
 
@@ -43,11 +49,12 @@ def test_all_phase_choices_in_one_vmap():
     want = [expected_verdict(*c) for c in combos]
     assert got == want
     recipe = [g for g, c in zip(got, combos) if c[3] == 3]
-    # ok: (KEEP|DISABLE, KEEP|DISABLE, UPDATE), and (UPDATE, DISABLE, DISABLE) whose flag protocol holds
-    # although DISABLE mmads ignore the flag: the happens-before race check is what flags that one
-    assert len(recipe) == 27 and recipe.count(aj.Verdict.OK) == 5
+    # ok: (KEEP|DISABLE, KEEP|DISABLE, UPDATE); (UPDATE, DISABLE, DISABLE) keeps the flag protocol but
+    # the DISABLE mmads ignore the flag, so the fixpipe reads their results unordered: a race
+    assert len(recipe) == 27 and recipe.count(aj.Verdict.OK) == 4
+    assert got[list(map(tuple, combos)).index((3, 0, 0, 3))] is aj.Verdict.RACE
     # the spread of outcomes is what makes this test meaningful
-    assert {aj.Verdict.OK, aj.Verdict.DEADLOCK, aj.Verdict.LEFTOVER} <= set(want)
+    assert {aj.Verdict.OK, aj.Verdict.DEADLOCK, aj.Verdict.LEFTOVER, aj.Verdict.RACE} <= set(want)
 
 
 def test_vmapped_report_explains_one_scenario():

@@ -5,19 +5,24 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from ..kinds import Pipe
+from .. import granules, hazards
+from ..kinds import Buffer, Pipe
 from ..results import Verdict
 from ..state import State
 
 
 def issue(state: State, pipe: Pipe) -> tuple[State, jnp.ndarray]:
-    """Count the op and say whether it executes: its pipe and the scalar unit are not blocked."""
+    """Count the op and say whether it executes: its pipe and the scalar unit are not blocked.
+
+    An executing op advances its pipe's own vector-clock component (program order).
+    """
     blocked = state.aic.wait.blocked
     active = ~blocked[int(pipe)] & ~blocked[int(Pipe.S)]
-    return eqx.tree_at(lambda s: s.seq, state, state.seq + 1), active
+    state = eqx.tree_at(lambda s: s.seq, state, state.seq + 1)
+    return hazards.tick(state, hazards.AIC, pipe, active), active
 
 
-def fail(state: State, cond, code: Verdict, op: int, pipe: Pipe, a=0, b=0, c=0) -> State:
+def fail(state: State, cond, code: Verdict, op: int, pipe: Pipe, a=0, b=0, c=0, d=0, e=0, core=0) -> State:
     """Record error ``code`` when ``cond`` holds and no error was recorded before."""
     err = state.error
     first = jnp.asarray(cond) & (err.code == Verdict.OK)
@@ -29,10 +34,13 @@ def fail(state: State, cond, code: Verdict, op: int, pipe: Pipe, a=0, b=0, c=0) 
         code=pick(int(code), err.code),
         op=pick(op, err.op),
         seq=pick(state.seq, err.seq),
+        core=pick(core, err.core),
         pipe=pick(int(pipe), err.pipe),
         a=pick(a, err.a),
         b=pick(b, err.b),
         c=pick(c, err.c),
+        d=pick(d, err.d),
+        e=pick(e, err.e),
         loop=jnp.where(first, state.loop, err.loop),
     )
     return eqx.tree_at(lambda s: s.error, state, new)
@@ -109,3 +117,41 @@ def static_int(x) -> int | None:
         return int(x)
     except (TypeError, Exception):
         return None
+
+
+def touch_tile(state: State, tile, pipe: Pipe, op: int, *, write: bool, active, row0=0, rows=None, col0=0, cols=None):
+    """Race/initialisation check of an access to a region of ``tile`` (default: all of it)."""
+    if not state.options.sanitize:
+        return state, jnp.asarray(False)
+    mask = granules.tile_mask(state.chip, tile, row0, rows, col0, cols)
+    key = hazards.shadow_key(tile.buffer)
+    return hazards.access(
+        state, key, hazards.READERS[tile.buffer], mask, hazards.AIC, pipe, op, write=write, active=active
+    )
+
+
+def touch_gm(
+    state: State, name: str, pipe: Pipe, op: int, *, write: bool, active, row0=0, rows=None, col0=0, cols=None
+):
+    """Race/initialisation check of an access to a region of GM tensor ``name`` (inputs are not tracked)."""
+    key = hazards.shadow_key(Buffer.GM, name)
+    if not state.options.sanitize or key not in state.shadows:
+        return state, jnp.asarray(False)
+    g = state.gm[name]
+    units = granules.gm_units(tuple(g.shape), jnp.dtype(g.dtype).name, state.options.gm_granule_bytes)
+    total_rows = units[2].shape[0]
+    total_cols = units[2].shape[1] * units[1]
+    rows = total_rows - row0 if rows is None else rows
+    cols = total_cols - col0 if cols is None else cols
+    mask = granules.region_mask(units, units[3], row0, rows, col0, cols)
+    return hazards.access(
+        state, key, hazards.READERS[Buffer.GM], mask, hazards.AIC, pipe, op, write=write, active=active
+    )
+
+
+def poison(value, racy, options):
+    """With ``poison_races``, data an op derived from a racy read becomes NaN (integers: INT_MIN)."""
+    if not options.poison_races:
+        return value
+    bad = jnp.nan if jnp.issubdtype(value.dtype, jnp.floating) else jnp.iinfo(value.dtype).min
+    return jnp.where(racy, jnp.asarray(bad, value.dtype), value)

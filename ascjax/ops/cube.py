@@ -5,14 +5,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import dtypes, sites
+from .. import dtypes, granules, hazards, sites
+from ..hazards import AIC
 from ..chip import LOW_PRECISION_DTYPES
 from ..kinds import Buffer, Format, Pipe
 from ..layout import from_fractal, to_fractal
 from ..memory import Tile
 from ..results import Verdict
 from ..state import State
-from ._machine import check_bounds, fail, issue, static_int
+from ._machine import check_bounds, fail, issue, static_int, touch_tile
 from .move import _expect, _need, write_tile
 from .unit_flag import handshake, mode_value, region_mask
 
@@ -108,7 +109,8 @@ def mmad(
     dg = static_int(disable_gemv)
     gemv_allowed = None if dg is None else not (chip.gemv_can_be_disabled and dg)
     m_static = static_int(m)
-    if m_static is not None and gemv_allowed is not None:
+    static_nop = any(static_int(v) == 0 for v in (m, k, n))  # a NOP reads nothing, in any layout
+    if m_static is not None and gemv_allowed is not None and not static_nop:
         gemv_static = m_static == 1 and gemv_allowed
         if gemv_static and a.fmt is not Format.ND:
             fix = "pass disable_gemv=True or " if chip.gemv_can_be_disabled else ""
@@ -139,15 +141,33 @@ def mmad(
         state, good = check_bounds(state, active, op, Pipe.M, k_aligned, min(a.padded[1], b.padded[0]), 6)
         ok = ok & good
     gemv = (jnp.asarray(m) == 1) & (~jnp.asarray(disable_gemv) if chip.gemv_can_be_disabled else True)
-    layout_bad = gemv != (a.fmt is Format.ND)
-    state = fail(state, active & ok & layout_bad, Verdict.LAYOUT, op, Pipe.M, a=m, b=gemv)
-    ok = ok & ~layout_bad
     nonzero = (jnp.asarray(m) > 0) & (jnp.asarray(k) > 0) & (jnp.asarray(n) > 0)
-    runs = active & ok & nonzero
+    layout_bad = nonzero & (gemv != (a.fmt is Format.ND))
+    state = fail(state, active & ok & layout_bad, Verdict.LAYOUT, op, Pipe.M, a=m, b=gemv)
+    runs = active & ok & ~layout_bad & nonzero
 
     m_pad, n_pad = _ceil16(jnp.asarray(m)), _ceil16(jnp.asarray(n))
     mask = region_mask(c, chip, 0, m_pad, 0, n_pad)
     state, execute = handshake(state, runs, op, Pipe.M, mask, mode, want=0)
+
+    # accesses: A (m x k), B (k x n), the bias row or C's old contents are read; C's padded region written
+    state, racy_a = touch_tile(
+        state, a, Pipe.M, op, write=False, active=execute, rows=1 if a.fmt is Format.ND else m, cols=k
+    )
+    state, racy_b = touch_tile(state, b, Pipe.M, op, write=False, active=execute, rows=k, cols=n)
+    racy = racy_a | racy_b
+    from_bt = jnp.asarray(False)
+    if bt_tile is not None:
+        from_bt = (
+            jnp.asarray(True) if bias is not None else jnp.asarray(c_matrix_source) & ~jnp.asarray(c_matrix_init_val)
+        )
+        state, racy_bias = touch_tile(state, bt_tile, Pipe.M, op, write=False, active=execute & from_bt, cols=n)
+        racy = racy | racy_bias
+    reads_c = ~jnp.asarray(c_matrix_init_val) & ~from_bt if bias is None else jnp.asarray(False)
+    state = _small_tile_rule(state, c, op, execute & reads_c, m_pad, n_pad)
+    state, racy_c = touch_tile(state, c, Pipe.M, op, write=False, active=execute & reads_c, rows=m_pad, cols=n_pad)
+    state, _ = touch_tile(state, c, Pipe.M, op, write=True, active=execute, rows=m_pad, cols=n_pad)
+    racy = racy | racy_c
 
     # the product over C's padded shape; K beyond the valid k never contributes
     mc, nc = c.padded
@@ -177,4 +197,33 @@ def mmad(
         result = _saturating_add(init, prod)
     region = (jnp.arange(mc)[:, None] < m_pad) & (jnp.arange(nc)[None, :] < n_pad)
     c_new = jnp.where(region, result, c_old)
-    return write_tile(state, c, to_fractal(c_new, Format.NZ, 16), execute)
+    return write_tile(state, c, to_fractal(c_new, Format.NZ, 16), execute, racy)
+
+
+def _small_tile_rule(state: State, c: Tile, op: int, accumulates, m_pad, n_pad) -> State:
+    """Accumulating into C that an earlier mmad wrote, with (m/16)*(n/16) < 10 and no PIPE_M barrier since: a race.
+
+    Above that size the cube's scheduler orders the write and the read; below it the mmads
+    overlap in the pipe (seed 004, 'synchronisation constraints').
+    """
+    if not state.options.sanitize:
+        return state
+    sh = state.shadows[hazards.shadow_key(Buffer.L0C)]
+    mask = granules.tile_mask(state.chip, c, 0, m_pad, 0, n_pad)
+    small = (m_pad // 16) * (n_pad // 16) < 10
+    hazard = mask & (sh.w_pipe == hazards.gpipe(AIC, Pipe.M)) & (sh.w_time > state.aic.m_barrier)
+    lo = jnp.argmax(hazard)
+    hi = jnp.max(jnp.where(hazard, jnp.arange(hazard.shape[0]), -1))
+    code = state.buffer_codes.index(hazards.shadow_key(Buffer.L0C))
+    return fail(
+        state,
+        accumulates & small & jnp.any(hazard),
+        Verdict.RACE,
+        op,
+        Pipe.M,
+        a=hazards.SMALL_TILE,
+        b=sh.w_op[lo],
+        c=code,
+        d=lo,
+        e=hi,
+    )

@@ -6,12 +6,13 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from .. import sites
+from .. import hazards, sites
+from ..hazards import AIC
 from ..kinds import Buffer, Format, Pipe
 from ..layout import from_fractal, to_fractal
 from ..results import Verdict
 from ..state import WARN_DIRECTION, State, WaitKind
-from ._machine import fail, hint_release, issue, static_int, warn
+from ._machine import fail, hint_release, issue, poison, static_int, touch_gm, touch_tile, warn
 from .move import _expect, _need
 from .unit_flag import handshake, mode_value, region_mask
 
@@ -45,6 +46,10 @@ def fixpipe(
     """
     _expect(src, Buffer.L0C, "src")
     _need(dst in state.gm, f"GM tensor {dst!r} is not an input or output of this kernel: have {sorted(state.gm)}")
+    _need(
+        dst in state.gm_outputs,
+        f"GM tensor {dst!r} is a kernel input, and inputs are read-only: declare it in outputs (workspaces too)",
+    )
     g = state.gm[dst]
     out_dtype = jnp.dtype(g.dtype).name
     if out_dtype not in _OUT_DTYPES[src.dtype]:
@@ -124,7 +129,17 @@ def fixpipe(
     mask = region_mask(src, state.chip, src_row, m, src_col, n)
     state, execute = handshake(state, active & ok, op, Pipe.FIX, mask, mode, want=1)
 
+    state, racy = touch_tile(
+        state, src, Pipe.FIX, op, write=False, active=execute, row0=src_row, rows=m, col0=src_col, cols=n
+    )
+    if nz2nd:
+        state, _ = touch_gm(
+            state, dst, Pipe.FIX, op, write=True, active=execute, row0=dst_row, rows=m, col0=dst_col, cols=n
+        )
+    else:
+        state, _ = touch_gm(state, dst, Pipe.FIX, op, write=True, active=execute)
     data = from_fractal(state.tile(src), Format.NZ)[src_row : src_row + win_r, src_col : src_col + win_c]
+    data = poison(data, racy, state.options)
     if relu:
         data = jnp.maximum(data, 0)
     data = data.astype(g.dtype)
@@ -151,6 +166,10 @@ def set_l0c_copy_config(
     releases = clean & (w.kind == WaitKind.UNIT_FLAG) & (w.value == 0)
     state = hint_release(state, releases, op)
     flags = jnp.where(clean, 0, state.aic.unit_flag)
+    if state.options.sanitize:  # an mmad waiting for 0 after the reset is ordered after it
+        own = hazards.clock(state, AIC, Pipe.S)
+        uf_vc = jnp.where(clean, jnp.maximum(state.aic.uf_vc, own[None, :]), state.aic.uf_vc)
+        state = eqx.tree_at(lambda s: s.aic.uf_vc, state, uf_vc)
     return eqx.tree_at(lambda s: s.aic.unit_flag, state, flags)
 
 

@@ -11,7 +11,7 @@ from ..layout import from_fractal, pad_to, to_fractal
 from ..memory import Tile
 from ..results import Verdict
 from ..state import State
-from ._machine import fail, issue, static_int
+from ._machine import fail, issue, poison, static_int, touch_gm, touch_tile
 
 
 def _need(cond: bool, message: str) -> None:
@@ -25,9 +25,10 @@ def _expect(tile: Tile, buffers, what: str) -> None:
     _need(tile.buffer in buffers, f"{what} must be a tile in {'/'.join(map(str, buffers))}, got {tile}")
 
 
-def write_tile(state: State, tile: Tile, phys, execute) -> State:
+def write_tile(state: State, tile: Tile, phys, execute, racy=False) -> State:
     """Store ``phys`` into ``tile`` if the op executes (a blocked or failing op writes nothing)."""
-    return state.with_tile(tile, jnp.where(execute, phys.astype(tile.np_dtype), state.tile(tile)))
+    phys = poison(phys.astype(tile.np_dtype), racy, state.options)
+    return state.with_tile(tile, jnp.where(execute, phys, state.tile(tile)))
 
 
 def checked_offsets(state, active, op, pipe, offsets, limits, units, whats):
@@ -91,9 +92,16 @@ def copy_gm2l1(
     window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
     nd = from_fractal(state.tile(dst), dst.fmt)
     span_c = min(-(-cols // unit_c) * unit_c, nd.shape[1] - dst_col)  # nd2nz pads each row to 32 B
+    execute = active & ok
+    state, racy = touch_gm(
+        state, src, Pipe.MTE2, op, write=False, active=execute, row0=row, rows=rows, col0=col, cols=cols
+    )
+    state, _ = touch_tile(
+        state, dst, Pipe.MTE2, op, write=True, active=execute, row0=dst_row, rows=rows, col0=dst_col, cols=span_c
+    )
     window = pad_to(window, rows, span_c)
     nd = jax.lax.dynamic_update_slice(nd, window.astype(nd.dtype), (dst_row, dst_col))
-    return write_tile(state, dst, to_fractal(nd, dst.fmt, dst.c0), active & ok)
+    return write_tile(state, dst, to_fractal(nd, dst.fmt, dst.c0), execute, racy)
 
 
 def copy_gm2l1_nd2nz(state: State, dst: Tile, src: str, **kwargs) -> State:
@@ -123,9 +131,12 @@ def _window(state, op, pipe, active, src: Tile, shape, need, row, col):
         (unit_r, unit_c),
         (3, 4),
     )
+    state, racy = touch_tile(
+        state, src, pipe, op, write=False, active=active & ok, row0=row, rows=need[0], col0=col, cols=need[1]
+    )
     src_nd = jnp.pad(src_nd, ((0, shape[0]), (0, shape[1])))  # traced offsets must never clamp
     start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
-    return state, ok, jax.lax.dynamic_slice(src_nd, start, shape)
+    return state, ok, racy, jax.lax.dynamic_slice(src_nd, start, shape)
 
 
 def copy_l12l0a(state: State, dst: Tile, src: Tile, *, transpose: bool = False, row=0, col=0) -> State:
@@ -146,9 +157,10 @@ def copy_l12l0a(state: State, dst: Tile, src: Tile, *, transpose: bool = False, 
     state, active = issue(state, Pipe.MTE1)
     rp, cp = dst.padded
     shape, need = ((cp, rp), (dst.cols, dst.rows)) if transpose else ((rp, cp), (dst.rows, dst.cols))
-    state, ok, a = _window(state, op, Pipe.MTE1, active, src, shape, need, row, col)
+    state, ok, racy, a = _window(state, op, Pipe.MTE1, active, src, shape, need, row, col)
     a = a.T if transpose else a
-    return write_tile(state, dst, to_fractal(a, dst.fmt, dst.c0), active & ok)
+    state, _ = touch_tile(state, dst, Pipe.MTE1, op, write=True, active=active & ok)
+    return write_tile(state, dst, to_fractal(a, dst.fmt, dst.c0), active & ok, racy)
 
 
 def copy_l12l0b(state: State, dst: Tile, src: Tile, *, transpose: bool = False, row=0, col=0) -> State:
@@ -165,11 +177,12 @@ def copy_l12l0b(state: State, dst: Tile, src: Tile, *, transpose: bool = False, 
     state, active = issue(state, Pipe.MTE1)
     kp, np_ = dst.padded
     if transpose:
-        state, ok, b = _window(state, op, Pipe.MTE1, active, src, (kp, np_), (dst.rows, dst.cols), row, col)
+        state, ok, racy, b = _window(state, op, Pipe.MTE1, active, src, (kp, np_), (dst.rows, dst.cols), row, col)
     else:
-        state, ok, bt = _window(state, op, Pipe.MTE1, active, src, (np_, kp), (dst.cols, dst.rows), row, col)
+        state, ok, racy, bt = _window(state, op, Pipe.MTE1, active, src, (np_, kp), (dst.cols, dst.rows), row, col)
         b = bt.T
-    return write_tile(state, dst, to_fractal(b, Format.ZN, dst.c0), active & ok)
+    state, _ = touch_tile(state, dst, Pipe.MTE1, op, write=True, active=active & ok)
+    return write_tile(state, dst, to_fractal(b, Format.ZN, dst.c0), active & ok, racy)
 
 
 def copy_l12bt(state: State, dst: Tile, src: Tile, *, col=0) -> State:
@@ -184,5 +197,6 @@ def copy_l12bt(state: State, dst: Tile, src: Tile, *, col=0) -> State:
     )
     op = sites.register("copy_l12bt", Pipe.MTE1, f"{src} -> {dst}")
     state, active = issue(state, Pipe.MTE1)
-    state, ok, row = _window(state, op, Pipe.MTE1, active, src, (1, dst.cols), (1, dst.cols), 0, col)
-    return write_tile(state, dst, row.astype(dst.np_dtype), active & ok)
+    state, ok, racy, row = _window(state, op, Pipe.MTE1, active, src, (1, dst.cols), (1, dst.cols), 0, col)
+    state, _ = touch_tile(state, dst, Pipe.MTE1, op, write=True, active=active & ok)
+    return write_tile(state, dst, row.astype(dst.np_dtype), active & ok, racy)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from .. import sites
-from ..kinds import AIC_FLAG_PAIRS, Pipe
+from .. import hazards, sites
+from ..hazards import AIC
+from ..kinds import AIC_FLAG_PAIRS, N_PIPES, Pipe
 from ..results import SYNC_EVENT_RANGE, SYNC_SET_TWICE, Verdict
 from ..state import State, WaitKind
 from ._machine import block, fail, hint_release, issue, static_int
@@ -56,7 +57,11 @@ def sync_notify(state: State, src, dst, event_id) -> State:
     state = hint_release(state, releases, op)
     flags = aic.flags.at[src, dst, ev].set(aic.flags[src, dst, ev] | run)
     flag_op = aic.flag_op.at[src, dst, ev].set(jnp.where(run, op, aic.flag_op[src, dst, ev]))
-    return eqx.tree_at(lambda s: (s.aic.flags, s.aic.flag_op), state, (flags, flag_op))
+    # the flag carries the notifier's clock: everything src did before is ordered before the wait
+    flag_vc = aic.flag_vc.at[src, dst, ev].set(
+        jnp.where(run, hazards.clock(state, AIC, src), aic.flag_vc[src, dst, ev])
+    )
+    return eqx.tree_at(lambda s: (s.aic.flags, s.aic.flag_op, s.aic.flag_vc), state, (flags, flag_op, flag_vc))
 
 
 def sync_wait(state: State, src, dst, event_id) -> State:
@@ -81,14 +86,16 @@ def sync_wait(state: State, src, dst, event_id) -> State:
         last_op=aic.flag_op[src, dst, ev],
     )
     flags = aic.flags.at[src, dst, ev].set(is_set & ~run)
+    state = hazards.join(state, AIC, dst, aic.flag_vc[src, dst, ev], when=run & is_set)
     return eqx.tree_at(lambda s: s.aic.flags, state, flags)
 
 
 def sync_pipe(state: State, pipe) -> State:
     """``asc_sync_pipe`` / ``PipeBarrier<pipe>``: order one pipe, or with "ALL" wait for every pipe.
 
-    Pipes already execute in order here, so a single-pipe barrier changes no data; a PIPE_ALL
-    barrier behind a blocked pipe never completes and blocks the scalar unit (and so every pipe).
+    PIPE_ALL orders every later op of the core after every earlier one; behind a blocked pipe
+    it never completes and blocks the scalar unit (and so every pipe). A single-pipe barrier
+    orders that pipe's own ops, which only matters for the M pipe's small-tile rule.
     """
     if str(pipe).upper().removeprefix("PIPE_") == "ALL":
         op = sites.register("sync_pipe", Pipe.S, "PIPE_ALL")
@@ -96,9 +103,19 @@ def sync_pipe(state: State, pipe) -> State:
         w = state.aic.wait
         stuck = w.blocked & (jnp.arange(w.op.shape[0]) != int(Pipe.S))
         first = jnp.argmin(jnp.where(stuck, w.seq, jnp.iinfo(jnp.int32).max))
-        return block(state, active & jnp.any(stuck), Pipe.S, op, WaitKind.BARRIER, first, last_op=w.op[first])
+        state = block(state, active & jnp.any(stuck), Pipe.S, op, WaitKind.BARRIER, first, last_op=w.op[first])
+        if state.options.sanitize:
+            core = slice(hazards.gpipe(AIC, 0), hazards.gpipe(AIC, 0) + N_PIPES)
+            merged = jnp.max(state.vc[core], axis=0)
+            done = active & ~jnp.any(stuck)
+            vc = state.vc.at[core].set(jnp.where(done, jnp.maximum(state.vc[core], merged[None, :]), state.vc[core]))
+            state = eqx.tree_at(lambda s: s.vc, state, vc)
+        return state
     pipe = Pipe.parse(pipe)
     _need(pipe is not Pipe.S, "rule 'barrier pipe': PipeBarrier orders one pipe or PIPE_ALL, not PIPE_S")
     sites.register("sync_pipe", pipe, f"PIPE_{pipe}")
-    state, _ = issue(state, pipe)
+    state, active = issue(state, pipe)
+    if pipe is Pipe.M:
+        own = hazards.clock(state, AIC, Pipe.M)[hazards.gpipe(AIC, Pipe.M)]
+        state = eqx.tree_at(lambda s: s.aic.m_barrier, state, jnp.where(active, own, state.aic.m_barrier))
     return state

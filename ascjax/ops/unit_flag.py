@@ -13,6 +13,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from .. import hazards
+from ..hazards import AIC
 from ..kinds import Pipe
 from ..memory import Tile
 from ..state import State, WaitKind
@@ -113,6 +115,12 @@ def handshake(state: State, active, op: int, pipe: Pipe, mask, mode, want: int) 
     touched = execute & mask
     update = execute & (mode == int(UnitFlagMode.ENABLE_UPDATE))
     flag = jnp.where(update & mask, 1 - want, aic.unit_flag)
+    # happens-before: a satisfied wait orders this op after the UPDATE that set the awaited value
+    if state.options.sanitize:
+        signalled = jnp.max(jnp.where(mask[:, None], aic.uf_vc, 0), axis=0)
+        state = hazards.join(state, AIC, pipe, signalled, when=execute & enabled)
+        own = hazards.clock(state, AIC, pipe)
+        state = eqx.tree_at(lambda s: s.aic.uf_vc, state, jnp.where((update & mask)[:, None], own[None, :], aic.uf_vc))
     # a pipe blocked waiting for the value this op sets would have been released by it
     w = state.aic.wait
     releases = update & (w.kind == WaitKind.UNIT_FLAG) & (w.value == 1 - want) & jnp.any(w.mask & mask, axis=1)

@@ -1,0 +1,166 @@
+"""Happens-before race detection: vector clocks per pipe and shadow state per granule.
+
+Every pipe of the block (3 cores x 7 pipes) owns a vector clock. An executed op ticks its
+pipe's own component; sync edges (SetFlag -> WaitFlag, unit-flag handshakes, barriers, the
+framework's auto M->FIX sync) join the waiter's clock with the signaller's. Each granule of
+a tracked buffer remembers its last writer (pipe, time, op) and, per reader pipe, the last
+read since that write. An access that is not ordered after a conflicting one is a race
+(RAW / WAR / WAW), whatever the latencies would be.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Int
+
+from .kinds import N_PIPES, Buffer, Pipe
+from .results import Verdict
+
+N_CORES = 3  # AIC, AIV0, AIV1
+CORE_NAMES = ("AIC", "AIV0", "AIV1")
+AIC = 0
+N_GLOBAL_PIPES = N_CORES * N_PIPES
+
+RAW, WAR, WAW, SMALL_TILE = 0, 1, 2, 3
+RACE_KINDS = ("RAW", "WAR", "WAW", "RAW (small-tile rule)")
+
+
+def gpipe(core: int, pipe: Pipe) -> int:
+    """Index of (core, pipe) among all pipes of the block."""
+    return core * N_PIPES + int(pipe)
+
+
+def pipe_name(g: int) -> str:
+    core, pipe = divmod(int(g), N_PIPES)
+    return f"{CORE_NAMES[core]}.{Pipe(pipe)}"
+
+
+#: Which pipes read each kind of buffer (their last-read times are kept per granule).
+READERS = {
+    Buffer.L1: (gpipe(AIC, Pipe.MTE1), gpipe(AIC, Pipe.FIX)),
+    Buffer.L0A: (gpipe(AIC, Pipe.M),),
+    Buffer.L0B: (gpipe(AIC, Pipe.M),),
+    Buffer.L0C: (gpipe(AIC, Pipe.M), gpipe(AIC, Pipe.FIX)),
+    Buffer.BT: (gpipe(AIC, Pipe.M),),
+    Buffer.GM: tuple(gpipe(core, Pipe.MTE2) for core in range(N_CORES)),
+}
+TRACKED_ON_CHIP = (Buffer.L1, Buffer.L0A, Buffer.L0B, Buffer.L0C, Buffer.BT)
+
+
+class Shadow(eqx.Module):
+    """Per-granule access history of one buffer or GM tensor."""
+
+    w_pipe: Int[Array, " n"]  # global pipe of the last writer, -1 if none
+    w_time: Int[Array, " n"]  # that pipe's own clock when it wrote
+    w_op: Int[Array, " n"]
+    r_time: Int[Array, "n R"]  # per reader pipe: its clock at the last read since the write (0: none)
+    r_op: Int[Array, "n R"]
+    written: Bool[Array, " n"]  # initialised (written, or a kernel input)
+
+    @staticmethod
+    def empty(n: int, n_readers: int, initialised: bool = False) -> Shadow:
+        neg = jnp.full((n,), -1, jnp.int32)
+        return Shadow(
+            w_pipe=neg,
+            w_time=jnp.zeros((n,), jnp.int32),
+            w_op=neg,
+            r_time=jnp.zeros((n, n_readers), jnp.int32),
+            r_op=jnp.full((n, n_readers), -1, jnp.int32),
+            written=jnp.full((n,), initialised),
+        )
+
+
+def shadow_key(buffer: Buffer, gm_name: str | None = None) -> str:
+    return f"GM:{gm_name}" if buffer is Buffer.GM else buffer.name
+
+
+def _first_last(mask):
+    idx = jnp.arange(mask.shape[0])
+    return jnp.argmax(mask), jnp.max(jnp.where(mask, idx, -1))
+
+
+def access(state, key: str, readers: tuple, mask, core: int, pipe: Pipe, op: int, *, write: bool, active):
+    """Check one access of ``mask`` granules by (core, pipe) and record it. Returns (state, racy)."""
+    from .ops._machine import fail  # the error word lives with the op helpers
+
+    if not state.options.sanitize:
+        return state, jnp.asarray(False)
+    g = gpipe(core, pipe)
+    sh: Shadow = state.shadows[key]
+    clock = state.vc[g]
+    m = mask & active
+    w_unordered = m & (sh.w_pipe >= 0) & (sh.w_time > clock[jnp.clip(sh.w_pipe, 0)])
+    code = state.buffer_codes.index(key)
+    if write:
+        r_unordered = m[:, None] & (sh.r_time > clock[jnp.asarray(readers)][None, :])
+        war = jnp.any(r_unordered, axis=1)
+        racy_g = w_unordered | war
+        lo, hi = _first_last(racy_g)
+        is_waw = w_unordered[lo]
+        other = jnp.where(is_waw, sh.w_op[lo], sh.r_op[lo, jnp.argmax(r_unordered[lo])])
+        state = fail(
+            state,
+            jnp.any(racy_g),
+            Verdict.RACE,
+            op,
+            pipe,
+            a=jnp.where(is_waw, WAW, WAR),
+            b=other,
+            c=code,
+            d=lo,
+            e=hi,
+            core=core,
+        )
+        new = Shadow(
+            w_pipe=jnp.where(m, g, sh.w_pipe),
+            w_time=jnp.where(m, clock[g], sh.w_time),
+            w_op=jnp.where(m, op, sh.w_op),
+            r_time=jnp.where(m[:, None], 0, sh.r_time),
+            r_op=jnp.where(m[:, None], -1, sh.r_op),
+            written=sh.written | m,
+        )
+    else:
+        uninit = m & ~sh.written
+        lo, hi = _first_last(uninit)
+        state = fail(state, jnp.any(uninit), Verdict.UNINITIALIZED, op, pipe, a=code, b=lo, c=hi, core=core)
+        racy_g = w_unordered
+        lo, hi = _first_last(racy_g)
+        state = fail(
+            state, jnp.any(racy_g), Verdict.RACE, op, pipe, a=RAW, b=sh.w_op[lo], c=code, d=lo, e=hi, core=core
+        )
+        slot = readers.index(g)
+        new = eqx.tree_at(
+            lambda s: (s.r_time, s.r_op),
+            sh,
+            (
+                sh.r_time.at[:, slot].set(jnp.where(m, clock[g], sh.r_time[:, slot])),
+                sh.r_op.at[:, slot].set(jnp.where(m, op, sh.r_op[:, slot])),
+            ),
+        )
+    shadows = {**state.shadows, key: new}
+    return eqx.tree_at(lambda s: s.shadows, state, shadows), jnp.any(racy_g)
+
+
+def tick(state, core: int, pipe: Pipe, active):
+    """An executed op advances its pipe's own clock component."""
+    if not state.options.sanitize:
+        return state
+    g = gpipe(core, pipe)
+    return eqx.tree_at(lambda s: s.vc, state, state.vc.at[g, g].add(jnp.asarray(active, jnp.int32)))
+
+
+def join(state, core: int, pipe: Pipe, other, when=True):
+    """Order (core, pipe) after the clock ``other`` (an edge other -> this pipe)."""
+    if not state.options.sanitize:
+        return state
+    g = gpipe(core, pipe)
+    joined = jnp.where(when, jnp.maximum(state.vc[g], other), state.vc[g])
+    return eqx.tree_at(lambda s: s.vc, state, state.vc.at[g].set(joined))
+
+
+def clock(state, core: int, pipe: Pipe):
+    """The vector clock of (core, pipe) (zeros when not sanitizing)."""
+    if not state.options.sanitize:
+        return jnp.zeros((N_GLOBAL_PIPES,), jnp.int32)
+    return state.vc[gpipe(core, pipe)]

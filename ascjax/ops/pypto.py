@@ -1,0 +1,79 @@
+"""PyPTO-Pro's ``matmul`` / ``matmul_acc`` / ``store`` with phases, and the framework's auto M -> FIX sync.
+
+A phase drives the unit flag (``AccPhase``/``STPhase``: Partial = KEEP, Final = UPDATE).
+Without a phase the framework inserts a software sync after the matmul (set on M) and before
+the store (wait on FIX); with a phase it inserts none (seed 000). The inserted pair is
+modelled as the happens-before edge it creates: a phase-less store is ordered after the
+last phase-less matmul that wrote its L0C blocks, and after nothing else. Phases may be
+traced (0 = no phase), so one compiled kernel sweeps every combination.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from .. import hazards
+from ..hazards import AIC
+from ..kinds import Buffer, Pipe
+from ..memory import Tile
+from ..state import State
+from .cube import mmad
+from .fixpipe import fixpipe
+from .move import _expect, _need
+from .unit_flag import mode_value, region_mask
+
+
+def _no_phase(phase):
+    return mode_value(phase) == 0
+
+
+def _auto_set(state: State, c: Tile, rows: int, cols: int, when) -> State:
+    """The framework's set_flag(M -> FIX) after a phase-less matmul: its blocks remember the M clock."""
+    if not state.options.sanitize:
+        return state
+    mask = region_mask(c, state.chip, 0, -(-rows // 16) * 16, 0, -(-cols // 16) * 16)
+    issued = when & ~state.aic.wait.blocked[int(Pipe.M)] & ~state.aic.wait.blocked[int(Pipe.S)]
+    own = hazards.clock(state, AIC, Pipe.M)
+    auto_vc = jnp.where((issued & mask)[:, None], own[None, :], state.aic.auto_vc)
+    return eqx.tree_at(lambda s: s.aic.auto_vc, state, auto_vc)
+
+
+def _auto_wait(state: State, c: Tile, row0, rows, col0, cols, when) -> State:
+    """The framework's wait_flag(M -> FIX) before a phase-less store of blocks a phase-less matmul wrote."""
+    if not state.options.sanitize:
+        return state
+    mask = region_mask(c, state.chip, row0, rows, col0, cols)
+    signalled = jnp.max(jnp.where(mask[:, None], state.aic.auto_vc, -1), axis=0)
+    return hazards.join(state, AIC, Pipe.FIX, signalled, when=when)
+
+
+def matmul(state: State, dst: Tile, lhs: Tile, rhs: Tile, bias: Tile | None = None, *, phase=None) -> State:
+    """``pl.matmul``: dst = lhs x rhs (+ bias), sizes from the tiles; overwrites dst."""
+    state = mmad(
+        state,
+        dst,
+        lhs,
+        rhs,
+        lhs.rows,
+        lhs.cols,
+        rhs.cols,
+        unit_flag_mode=phase,
+        c_matrix_init_val=bias is None,
+        bias=bias,
+    )
+    return _auto_set(state, dst, lhs.rows, rhs.cols, _no_phase(phase))
+
+
+def matmul_acc(state: State, dst: Tile, acc: Tile, lhs: Tile, rhs: Tile, *, phase=None) -> State:
+    """``pl.matmul_acc``: dst = acc + lhs x rhs, accumulating in L0C (``acc`` must be ``dst``)."""
+    _need(acc == dst, f"matmul_acc accumulates in place: acc {acc} must be dst {dst}")
+    state = mmad(state, dst, lhs, rhs, lhs.rows, lhs.cols, rhs.cols, unit_flag_mode=phase)
+    return _auto_set(state, dst, lhs.rows, rhs.cols, _no_phase(phase))
+
+
+def store(state: State, dst: str, src: Tile, offsets=(0, 0), *, phase=None, relu: bool = False) -> State:
+    """``pl.store`` of an L0C tile to GM (fixpipe, Nz -> ND) at ``offsets`` (row, col; traced allowed)."""
+    _expect(src, Buffer.L0C, "src")
+    state = _auto_wait(state, src, 0, src.rows, 0, src.cols, _no_phase(phase))
+    return fixpipe(state, dst, src, dst_row=offsets[0], dst_col=offsets[1], relu=relu, unit_flag_mode=phase)

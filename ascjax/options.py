@@ -1,0 +1,27 @@
+"""Run options: which checks run and how races show up. Static: changing one recompiles."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """What a run checks.
+
+    - ``sanitize``: happens-before race detection and uninitialised-read checks (vector clocks
+      and per-granule shadow state). Off, a run keeps only the hardware's own sync semantics
+      (deadlock, leftover, sync errors, bounds) and is cheaper.
+    - ``poison_races``: an op that reads racy data writes NaN (integers: INT_MIN) to its whole
+      destination, so the "precision problem" of a race shows up in the outputs.
+    - ``gm_granule_bytes``: race-tracking granule of GM tensors (on-chip buffers use 512 B).
+      32 B is the DMA burst: stores of neighbouring tiles by different cores never share one.
+    """
+
+    sanitize: bool = True
+    poison_races: bool = False
+    gm_granule_bytes: int = 32
+
+    def __post_init__(self):
+        if self.gm_granule_bytes <= 0 or self.gm_granule_bytes & (self.gm_granule_bytes - 1):
+            raise ValueError(f"gm_granule_bytes must be a power of two, got {self.gm_granule_bytes}")
