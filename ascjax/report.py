@@ -8,8 +8,8 @@ import jax
 import numpy as np
 
 from . import hazards, sites
-from .granules import CHIP_GRANULE_BYTES
 from .finish import LEFTOVER_UNIT_FLAG
+from .granules import CHIP_GRANULE_BYTES
 from .kinds import Buffer, Pipe
 from .ops.unit_flag import mode_name
 from .results import BOUNDS_WHAT, MESSAGES, SYNC_SET_TWICE, Verdict

@@ -161,7 +161,8 @@ class State(eqx.Module):
     warn_op: Int[Array, " W"]  # first op that raised each warning, -1 if none
 
     @staticmethod
-    def create(chip: Chip, gm: dict, outputs=(), options: Options = Options()) -> State:
+    def create(chip: Chip, gm: dict, outputs=(), options: Options | None = None) -> State:
+        options = options or Options()
         gm = {name: jnp.asarray(x) for name, x in gm.items()}
         shadows = {}
         if options.sanitize:

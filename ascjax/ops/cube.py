@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import dtypes, granules, hazards, sites
-from ..hazards import AIC
 from ..chip import LOW_PRECISION_DTYPES
+from ..hazards import AIC
 from ..kinds import Buffer, Format, Pipe
 from ..layout import from_fractal, to_fractal
 from ..memory import Tile
