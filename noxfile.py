@@ -20,5 +20,5 @@ def slow(session):
 @nox.session
 def lint(session):
     session.install("ruff")
-    session.run("ruff", "check", "ascjax", "kernels", "tests", "examples", "noxfile.py")
-    session.run("ruff", "format", "--check", "--diff", "ascjax", "kernels", "tests", "examples", "noxfile.py")
+    session.run("ruff", "check", "ascjax", "kernels", "tests", "examples", "noxfile.py", "benchmarks")
+    session.run("ruff", "format", "--check", "--diff", "ascjax", "kernels", "tests", "examples", "noxfile.py", "benchmarks")

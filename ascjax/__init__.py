@@ -6,6 +6,7 @@ from .chip import CHIPS, Chip, get_chip
 from .kinds import Buffer, Format, Pipe
 from .memory import Allocator, Tile
 from .ops import AccPhase, STPhase, UnitFlagMode
+from .options import Options
 from .program import Program
 from .report import Report, report
 from .results import (
@@ -14,7 +15,9 @@ from .results import (
     DeadlockError,
     LayoutError,
     LeftoverSignalError,
+    RaceError,
     SyncError,
+    UninitializedError,
     Verdict,
 )
 from .run import Result, run
@@ -24,6 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccPhase",
+    "Options",
     "Allocator",
     "AscjaxError",
     "BoundsError",
@@ -42,6 +46,8 @@ __all__ = [
     "STPhase",
     "State",
     "SyncError",
+    "RaceError",
+    "UninitializedError",
     "Tile",
     "UnitFlagMode",
     "Verdict",

@@ -83,11 +83,12 @@ def max_abs_err(outputs: dict, expected: dict) -> float:
     return worst
 
 
-def run_case(c: Case, *, chip: str | None = None, jit: bool = True):
+def run_case(c: Case, *, chip: str | None = None, jit: bool = True, sanitize: bool = True, poison_races: bool = False):
     """Run a case; returns (result, report, max_abs_err or None)."""
     from .run import run
 
-    result = run(c.kernel, c.inputs, c.outputs, chip=chip or c.chip, params=c.params, jit=jit)
+    result = run(c.kernel, c.inputs, c.outputs, chip=chip or c.chip, params=c.params, jit=jit,
+                 sanitize=sanitize, poison_races=poison_races)
     rep = result.report()
     err = None
     if c.reference is not None:

@@ -7,6 +7,8 @@ import json
 import sys
 import time
 
+import numpy as np
+
 from .case import build_case, load_cases, run_case
 from .chip import CHIPS
 
@@ -29,14 +31,19 @@ def _cmd_run(args) -> int:
     path, name = _split(args.target)
     c = build_case(path, name)
     start = time.perf_counter()
-    result, rep, err = run_case(c, chip=args.chip, jit=not args.no_jit)
+    result, rep, err = run_case(c, chip=args.chip, jit=not args.no_jit, sanitize=not args.no_sanitize,
+                                poison_races=args.poison_races)
     seconds = time.perf_counter() - start
+    nan_count = sum(int(np.isnan(np.asarray(v, np.float64)).sum()) for v in result.outputs.values())
     if args.json:
         out = rep.to_dict()
-        out.update(case=f"{path}::{name}", expected=c.expect.label, max_abs_err=err, seconds=round(seconds, 3))
+        out.update(case=f"{path}::{name}", expected=c.expect.label, max_abs_err=err, seconds=round(seconds, 3),
+                   nan_elements=nan_count)
         print(json.dumps(out))
     else:
         print(rep)
+        if args.poison_races:
+            print(f"outputs hold {nan_count} NaN element(s) after poisoning racy reads")
         if err is not None:
             verdict = "within" if err <= c.atol else "OUTSIDE"
             print(f"max abs err vs reference: {err:.3g} ({verdict} atol {c.atol:g})")
@@ -54,6 +61,8 @@ def main(argv=None) -> int:
     p_run.add_argument("--chip", choices=sorted(CHIPS), default=None, help="chip model (default: the case's)")
     p_run.add_argument("--json", action="store_true", help="print one JSON object")
     p_run.add_argument("--no-jit", action="store_true", help="run op by op without jax.jit")
+    p_run.add_argument("--no-sanitize", action="store_true", help="skip race and uninitialised-read checks")
+    p_run.add_argument("--poison-races", action="store_true", help="racy reads produce NaN in the outputs")
     p_run.set_defaults(func=_cmd_run)
     args = parser.parse_args(argv)
     try:

@@ -37,7 +37,7 @@ def finish(state: State) -> State:
     dst, ev = jnp.divmod(rest, n_ev)
     new = ErrorRecord(
         code=pick(Verdict.DEADLOCK, Verdict.LEFTOVER, Verdict.LEFTOVER, err.code),
-        op=pick(w.op[first_pipe], state.aic.uf_last_op[uf_first], state.aic.flag_op.reshape(-1)[fl_first], err.op),
+        op=pick(w.op[first_pipe], state.aic.uf_set_op[uf_first], state.aic.flag_op.reshape(-1)[fl_first], err.op),
         seq=pick(w.seq[first_pipe], state.seq, state.seq, err.seq),
         core=pick(0, 0, 0, err.core),
         pipe=pick(first_pipe, 0, src, err.pipe),

@@ -11,6 +11,7 @@ read since that write. An access that is not ordered after a conflicting one is 
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
@@ -59,15 +60,16 @@ class Shadow(eqx.Module):
     written: Bool[Array, " n"]  # initialised (written, or a kernel input)
 
     @staticmethod
-    def empty(n: int, n_readers: int, initialised: bool = False) -> Shadow:
-        neg = jnp.full((n,), -1, jnp.int32)
+    def empty(grid: tuple, n_readers: int) -> Shadow:
+        """History of a grid of granules (1-D on chip, (rows, granules per row) in GM) nothing touched yet."""
+        neg = jnp.full(grid, -1, jnp.int32)
         return Shadow(
             w_pipe=neg,
-            w_time=jnp.zeros((n,), jnp.int32),
+            w_time=jnp.zeros(grid, jnp.int32),
             w_op=neg,
-            r_time=jnp.zeros((n, n_readers), jnp.int32),
-            r_op=jnp.full((n, n_readers), -1, jnp.int32),
-            written=jnp.full((n,), initialised),
+            r_time=jnp.zeros((*grid, n_readers), jnp.int32),
+            r_op=jnp.full((*grid, n_readers), -1, jnp.int32),
+            written=jnp.zeros(grid, bool),
         )
 
 
@@ -75,43 +77,53 @@ def shadow_key(buffer: Buffer, gm_name: str | None = None) -> str:
     return f"GM:{gm_name}" if buffer is Buffer.GM else buffer.name
 
 
-def _first_last(mask):
+def _first_last(mask, to_global):
+    """Global indices of the first and last set granule of a flattened window mask."""
     idx = jnp.arange(mask.shape[0])
-    return jnp.argmax(mask), jnp.max(jnp.where(mask, idx, -1))
+    return to_global(jnp.argmax(mask)), to_global(jnp.max(jnp.where(mask, idx, 0)))
 
 
-def access(state, key: str, readers: tuple, mask, core: int, pipe: Pipe, op: int, *, write: bool, active):
-    """Check one access of ``mask`` granules by (core, pipe) and record it. Returns (state, racy)."""
+def access(state, key: str, readers: tuple, mask, core: int, pipe: Pipe, op: int, *, write: bool, active, start=0):
+    """Check one access by (core, pipe) and record it. Returns (state, racy).
+
+    ``mask`` covers a window of the shadow's granule grid that begins at ``start`` (an index
+    or a tuple, traced allowed, already clamped so that the window lies inside the grid).
+    """
     from .ops._machine import fail  # the error word lives with the op helpers
 
     if not state.options.sanitize:
         return state, jnp.asarray(False)
     g = gpipe(core, pipe)
-    sh: Shadow = state.shadows[key]
+    full: Shadow = state.shadows[key]
+    grid = full.w_pipe.shape
+    starts = tuple(start) if isinstance(start, tuple) else (start,)
+    starts = tuple(jnp.asarray(s, jnp.int32) for s in starts)
+    wshape = tuple(mask.shape)
+
+    def cut(x):
+        extra = x.shape[len(grid):]
+        return jax.lax.dynamic_slice(x, (*starts, *(jnp.int32(0),) * len(extra)), (*wshape, *extra)).reshape(
+            (-1, *extra)
+        )
+
+    def to_global(i):
+        local = jnp.unravel_index(i, wshape)
+        return jnp.ravel_multi_index(tuple(s + li for s, li in zip(starts, local)), grid, mode="clip")
+
+    sh = jax.tree_util.tree_map(cut, full)
+    m = jnp.asarray(mask).reshape(-1) & active
     clock = state.vc[g]
-    m = mask & active
     w_unordered = m & (sh.w_pipe >= 0) & (sh.w_time > clock[jnp.clip(sh.w_pipe, 0)])
     code = state.buffer_codes.index(key)
     if write:
         r_unordered = m[:, None] & (sh.r_time > clock[jnp.asarray(readers)][None, :])
-        war = jnp.any(r_unordered, axis=1)
-        racy_g = w_unordered | war
-        lo, hi = _first_last(racy_g)
-        is_waw = w_unordered[lo]
-        other = jnp.where(is_waw, sh.w_op[lo], sh.r_op[lo, jnp.argmax(r_unordered[lo])])
-        state = fail(
-            state,
-            jnp.any(racy_g),
-            Verdict.RACE,
-            op,
-            pipe,
-            a=jnp.where(is_waw, WAW, WAR),
-            b=other,
-            c=code,
-            d=lo,
-            e=hi,
-            core=core,
-        )
+        racy_g = w_unordered | jnp.any(r_unordered, axis=1)
+        first = jnp.argmax(racy_g)
+        lo, hi = _first_last(racy_g, to_global)
+        is_waw = w_unordered[first]
+        other = jnp.where(is_waw, sh.w_op[first], sh.r_op[first, jnp.argmax(r_unordered[first])])
+        state = fail(state, jnp.any(racy_g), Verdict.RACE, op, pipe, a=jnp.where(is_waw, WAW, WAR), b=other, c=code,
+                     d=lo, e=hi, core=core)
         new = Shadow(
             w_pipe=jnp.where(m, g, sh.w_pipe),
             w_time=jnp.where(m, clock[g], sh.w_time),
@@ -122,13 +134,12 @@ def access(state, key: str, readers: tuple, mask, core: int, pipe: Pipe, op: int
         )
     else:
         uninit = m & ~sh.written
-        lo, hi = _first_last(uninit)
+        lo, hi = _first_last(uninit, to_global)
         state = fail(state, jnp.any(uninit), Verdict.UNINITIALIZED, op, pipe, a=code, b=lo, c=hi, core=core)
         racy_g = w_unordered
-        lo, hi = _first_last(racy_g)
-        state = fail(
-            state, jnp.any(racy_g), Verdict.RACE, op, pipe, a=RAW, b=sh.w_op[lo], c=code, d=lo, e=hi, core=core
-        )
+        lo, hi = _first_last(racy_g, to_global)
+        state = fail(state, jnp.any(racy_g), Verdict.RACE, op, pipe, a=RAW, b=sh.w_op[jnp.argmax(racy_g)], c=code,
+                     d=lo, e=hi, core=core)
         slot = readers.index(g)
         new = eqx.tree_at(
             lambda s: (s.r_time, s.r_op),
@@ -138,7 +149,12 @@ def access(state, key: str, readers: tuple, mask, core: int, pipe: Pipe, op: int
                 sh.r_op.at[:, slot].set(jnp.where(m, op, sh.r_op[:, slot])),
             ),
         )
-    shadows = {**state.shadows, key: new}
+
+    def paste(whole, part):
+        extra = whole.shape[len(grid):]
+        return jax.lax.dynamic_update_slice(whole, part.reshape((*wshape, *extra)), (*starts, *(jnp.int32(0),) * len(extra)))
+
+    shadows = {**state.shadows, key: jax.tree_util.tree_map(paste, full, new)}
     return eqx.tree_at(lambda s: s.shadows, state, shadows), jnp.any(racy_g)
 
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
 from .chip import Chip
-from .granules import buffer_granules, gm_units
+from .granules import buffer_granules, gm_grid
 from .hazards import N_GLOBAL_PIPES, READERS, TRACKED_ON_CHIP, Shadow, shadow_key
 from .kinds import N_PIPES, Buffer
 from .options import Options
@@ -104,6 +104,7 @@ class Aic(eqx.Module):
     unit_flag: Int[Array, " B"]  # one bit per 512 B block of L0C
     uf_last_op: Int[Array, " B"]  # last mmad/fixpipe that touched each block
     uf_last_mode: Int[Array, " B"]  # and its unit_flag_mode
+    uf_set_op: Int[Array, " B"]  # the UPDATE that last set each block to 1
     flags: Bool[Array, "P P E"]  # SetFlag bits [src pipe, dst pipe, event id]
     flag_op: Int[Array, "P P E"]  # the op that set each bit
     wait: PipeWait
@@ -128,6 +129,7 @@ class Aic(eqx.Module):
             unit_flag=jnp.zeros((n_blocks,), jnp.int32),
             uf_last_op=jnp.full((n_blocks,), -1, jnp.int32),
             uf_last_mode=jnp.zeros((n_blocks,), jnp.int32),
+            uf_set_op=jnp.full((n_blocks,), -1, jnp.int32),
             flags=jnp.zeros(shape, bool),
             flag_op=jnp.full(shape, -1, jnp.int32),
             wait=PipeWait.empty(n_blocks),
@@ -167,10 +169,10 @@ class State(eqx.Module):
         shadows = {}
         if options.sanitize:
             for buffer in TRACKED_ON_CHIP:
-                shadows[shadow_key(buffer)] = Shadow.empty(buffer_granules(chip, buffer), len(READERS[buffer]))
+                shadows[shadow_key(buffer)] = Shadow.empty((buffer_granules(chip, buffer),), len(READERS[buffer]))
             for name in outputs:
-                n = gm_units(tuple(gm[name].shape), jnp.dtype(gm[name].dtype).name, options.gm_granule_bytes)[3]
-                shadows[shadow_key(Buffer.GM, name)] = Shadow.empty(n, len(READERS[Buffer.GM]))
+                grid = gm_grid(tuple(gm[name].shape), jnp.dtype(gm[name].dtype).name, options.gm_granule_bytes)[:2]
+                shadows[shadow_key(Buffer.GM, name)] = Shadow.empty(grid, len(READERS[Buffer.GM]))
         return State(
             chip=chip,
             options=options,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 
 from .. import granules, hazards
 from ..kinds import Buffer, Pipe
@@ -123,29 +124,33 @@ def touch_tile(state: State, tile, pipe: Pipe, op: int, *, write: bool, active, 
     """Race/initialisation check of an access to a region of ``tile`` (default: all of it)."""
     if not state.options.sanitize:
         return state, jnp.asarray(False)
-    mask = granules.tile_mask(state.chip, tile, row0, rows, col0, cols)
+    first, mask = granules.tile_window(tile, row0, rows, col0, cols)
     key = hazards.shadow_key(tile.buffer)
     return hazards.access(
-        state, key, hazards.READERS[tile.buffer], mask, hazards.AIC, pipe, op, write=write, active=active
+        state, key, hazards.READERS[tile.buffer], mask, hazards.AIC, pipe, op, write=write, active=active, start=first
     )
 
 
-def touch_gm(
-    state: State, name: str, pipe: Pipe, op: int, *, write: bool, active, row0=0, rows=None, col0=0, cols=None
-):
-    """Race/initialisation check of an access to a region of GM tensor ``name`` (inputs are not tracked)."""
+def touch_gm(state: State, name: str, pipe: Pipe, op: int, *, write: bool, active, row0=0, rows=None, col0=0,
+             cols=None, max_rows=None, max_cols=None):
+    """Race/initialisation check of an access to a region of GM tensor ``name`` (inputs are not tracked).
+
+    ``max_rows`` / ``max_cols`` bound a traced region's size (default: the static ``rows`` / ``cols``).
+    """
     key = hazards.shadow_key(Buffer.GM, name)
     if not state.options.sanitize or key not in state.shadows:
         return state, jnp.asarray(False)
     g = state.gm[name]
-    units = granules.gm_units(tuple(g.shape), jnp.dtype(g.dtype).name, state.options.gm_granule_bytes)
-    total_rows = units[2].shape[0]
-    total_cols = units[2].shape[1] * units[1]
+    shape = tuple(g.shape)
+    total_rows, total_cols = (shape[0], int(np.prod(shape[1:]))) if len(shape) >= 2 else (1, shape[0])
     rows = total_rows - row0 if rows is None else rows
     cols = total_cols - col0 if cols is None else cols
-    mask = granules.region_mask(units, units[3], row0, rows, col0, cols)
+    max_rows = rows if max_rows is None else max_rows
+    max_cols = cols if max_cols is None else max_cols
+    start, mask = granules.gm_window(shape, jnp.dtype(g.dtype).name, state.options.gm_granule_bytes, row0, rows, col0,
+                                     cols, max_rows, max_cols)
     return hazards.access(
-        state, key, hazards.READERS[Buffer.GM], mask, hazards.AIC, pipe, op, write=write, active=active
+        state, key, hazards.READERS[Buffer.GM], mask, hazards.AIC, pipe, op, write=write, active=active, start=start
     )
 
 

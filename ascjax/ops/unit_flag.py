@@ -125,9 +125,15 @@ def handshake(state: State, active, op: int, pipe: Pipe, mask, mode, want: int) 
     w = state.aic.wait
     releases = update & (w.kind == WaitKind.UNIT_FLAG) & (w.value == 1 - want) & jnp.any(w.mask & mask, axis=1)
     state = hint_release(state, releases, op)
+    sets = update & mask if want == 0 else jnp.zeros_like(mask)
     new_aic = eqx.tree_at(
-        lambda a: (a.unit_flag, a.uf_last_op, a.uf_last_mode),
+        lambda a: (a.unit_flag, a.uf_last_op, a.uf_last_mode, a.uf_set_op),
         state.aic,
-        (flag, jnp.where(touched, op, aic.uf_last_op), jnp.where(touched, mode, aic.uf_last_mode)),
+        (
+            flag,
+            jnp.where(touched, op, aic.uf_last_op),
+            jnp.where(touched, mode, aic.uf_last_mode),
+            jnp.where(sets, op, aic.uf_set_op),
+        ),
     )
     return eqx.tree_at(lambda s: s.aic, state, new_aic), execute

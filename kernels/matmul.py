@@ -1,0 +1,68 @@
+"""A tiled K-loop matmul (C = A x B, f16 -> f32) the way a device kernel is written.
+
+Output tiles and K steps are both ``k.range`` loops (two nested ``lax.scan``s), single-buffered
+L1/L0 with the reverse events primed before the loops, and the unit flag between the last
+mmad of a tile (UPDATE) and its fixpipe (UPDATE).
+"""
+
+import jax.numpy as jnp
+import numpy as np
+
+import ascjax as aj
+from ascjax import UnitFlagMode
+
+
+def matmul_kernel(k: aj.Program, M=256, K=256, N=256, TM=128, TK=128, TN=128, dtype="float16"):
+    a_l1 = k.alloc("L1", (TM, TK), dtype, name="a_l1")
+    b_l1 = k.alloc("L1", (TK, TN), dtype, name="b_l1")
+    al = k.alloc("L0A", (TM, TK), dtype, name="al")
+    br = k.alloc("L0B", (TK, TN), dtype, name="br")
+    ac = k.alloc("L0C", (TM, TN), "float32", name="ac")
+    k_steps, n_tiles = K // TK, N // TN
+    k.set_mmad_direction("n")
+    k.sync_notify("MTE1", "MTE2", 0)  # L1 starts free
+    k.sync_notify("M", "MTE1", 0)  # L0A / L0B start free
+
+    def output_tile(t):
+        mi, ni = t // n_tiles, t % n_tiles
+
+        def k_step(kk):
+            k.sync_wait("MTE1", "MTE2", 0)
+            k.copy_gm2l1_nd2nz(a_l1, "a", row=mi * TM, col=kk * TK)
+            k.copy_gm2l1_nd2nz(b_l1, "b", row=kk * TK, col=ni * TN)
+            k.sync_notify("MTE2", "MTE1", 0)
+            k.sync_wait("MTE2", "MTE1", 0)
+            k.sync_wait("M", "MTE1", 0)
+            k.copy_l12l0a(al, a_l1)
+            k.copy_l12l0b(br, b_l1, transpose=True)
+            k.sync_notify("MTE1", "MTE2", 0)
+            k.sync_notify("MTE1", "M", 0)
+            k.sync_wait("MTE1", "M", 0)
+            mode = jnp.where(kk == k_steps - 1, UnitFlagMode.ENABLE_UPDATE, UnitFlagMode.ENABLE_KEEP)
+            k.mmad(ac, al, br, TM, TK, TN, unit_flag_mode=mode, c_matrix_init_val=(kk == 0))
+            k.sync_notify("M", "MTE1", 0)
+
+        k.range(k_steps, k_step)
+        k.fixpipe("c", ac, dst_row=mi * TM, dst_col=ni * TN, unit_flag_mode=UnitFlagMode.ENABLE_UPDATE)
+
+    k.range((M // TM) * n_tiles, output_tile)
+    k.sync_wait("MTE1", "MTE2", 0)
+    k.sync_wait("M", "MTE1", 0)
+
+
+def matmul_case(M=256, K=256, N=256, dtype=np.float16, seed=0) -> aj.Case:
+    rng = np.random.default_rng(seed)
+    return aj.Case(
+        kernel=matmul_kernel,
+        inputs={"a": rng.uniform(-1, 1, (M, K)).astype(dtype), "b": rng.uniform(-1, 1, (K, N)).astype(dtype)},
+        outputs={"c": ((M, N), "float32")},
+        params={"M": M, "K": K, "N": N},
+        reference=lambda x: {"c": x["a"].astype(np.float64) @ x["b"].astype(np.float64)},
+        atol=1e-3,
+    )
+
+
+@aj.case
+def matmul_256():
+    """Tiled K-loop matmul 256 x 256 x 256 f16, tiles 128, unit flag between mmad and fixpipe -> ok."""
+    return matmul_case()
