@@ -150,8 +150,8 @@ def _leftover(state: State, err) -> str:
         return (
             f"LEFTOVER unit flag: {count} L0C block(s) from block {block} ({_l0c_tile(state, block)}) still hold 1 "
             f"at the end; last set by {_where(int(err.op))}.\n"
-            "  Fix: drain every block an mmad sets with a read using ENABLE_UPDATE (STPhase.Final), or reset with "
-            "set_l0c_copy_config(is_clean_unit_flag=True)."
+            "  Fix: the last read of every block an mmad sets must use ENABLE_UPDATE (STPhase.Final; rule 'Final "
+            "closing'), or reset with set_l0c_copy_config(is_clean_unit_flag=True)."
         )
     src, dst = divmod(int(err.b), len(Pipe))
     return (
