@@ -21,4 +21,6 @@ def slow(session):
 def lint(session):
     session.install("ruff")
     session.run("ruff", "check", "ascjax", "kernels", "tests", "examples", "noxfile.py", "benchmarks")
-    session.run("ruff", "format", "--check", "--diff", "ascjax", "kernels", "tests", "examples", "noxfile.py", "benchmarks")
+    session.run(
+        "ruff", "format", "--check", "--diff", "ascjax", "kernels", "tests", "examples", "noxfile.py", "benchmarks"
+    )

@@ -87,8 +87,16 @@ def run_case(c: Case, *, chip: str | None = None, jit: bool = True, sanitize: bo
     """Run a case; returns (result, report, max_abs_err or None)."""
     from .run import run
 
-    result = run(c.kernel, c.inputs, c.outputs, chip=chip or c.chip, params=c.params, jit=jit,
-                 sanitize=sanitize, poison_races=poison_races)
+    result = run(
+        c.kernel,
+        c.inputs,
+        c.outputs,
+        chip=chip or c.chip,
+        params=c.params,
+        jit=jit,
+        sanitize=sanitize,
+        poison_races=poison_races,
+    )
     rep = result.report()
     err = None
     if c.reference is not None:

@@ -31,14 +31,20 @@ def _cmd_run(args) -> int:
     path, name = _split(args.target)
     c = build_case(path, name)
     start = time.perf_counter()
-    result, rep, err = run_case(c, chip=args.chip, jit=not args.no_jit, sanitize=not args.no_sanitize,
-                                poison_races=args.poison_races)
+    result, rep, err = run_case(
+        c, chip=args.chip, jit=not args.no_jit, sanitize=not args.no_sanitize, poison_races=args.poison_races
+    )
     seconds = time.perf_counter() - start
     nan_count = sum(int(np.isnan(np.asarray(v, np.float64)).sum()) for v in result.outputs.values())
     if args.json:
         out = rep.to_dict()
-        out.update(case=f"{path}::{name}", expected=c.expect.label, max_abs_err=err, seconds=round(seconds, 3),
-                   nan_elements=nan_count)
+        out.update(
+            case=f"{path}::{name}",
+            expected=c.expect.label,
+            max_abs_err=err,
+            seconds=round(seconds, 3),
+            nan_elements=nan_count,
+        )
         print(json.dumps(out))
     else:
         print(rep)

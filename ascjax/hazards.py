@@ -101,7 +101,7 @@ def access(state, key: str, readers: tuple, mask, core: int, pipe: Pipe, op: int
     wshape = tuple(mask.shape)
 
     def cut(x):
-        extra = x.shape[len(grid):]
+        extra = x.shape[len(grid) :]
         return jax.lax.dynamic_slice(x, (*starts, *(jnp.int32(0),) * len(extra)), (*wshape, *extra)).reshape(
             (-1, *extra)
         )
@@ -122,8 +122,19 @@ def access(state, key: str, readers: tuple, mask, core: int, pipe: Pipe, op: int
         lo, hi = _first_last(racy_g, to_global)
         is_waw = w_unordered[first]
         other = jnp.where(is_waw, sh.w_op[first], sh.r_op[first, jnp.argmax(r_unordered[first])])
-        state = fail(state, jnp.any(racy_g), Verdict.RACE, op, pipe, a=jnp.where(is_waw, WAW, WAR), b=other, c=code,
-                     d=lo, e=hi, core=core)
+        state = fail(
+            state,
+            jnp.any(racy_g),
+            Verdict.RACE,
+            op,
+            pipe,
+            a=jnp.where(is_waw, WAW, WAR),
+            b=other,
+            c=code,
+            d=lo,
+            e=hi,
+            core=core,
+        )
         new = Shadow(
             w_pipe=jnp.where(m, g, sh.w_pipe),
             w_time=jnp.where(m, clock[g], sh.w_time),
@@ -138,8 +149,19 @@ def access(state, key: str, readers: tuple, mask, core: int, pipe: Pipe, op: int
         state = fail(state, jnp.any(uninit), Verdict.UNINITIALIZED, op, pipe, a=code, b=lo, c=hi, core=core)
         racy_g = w_unordered
         lo, hi = _first_last(racy_g, to_global)
-        state = fail(state, jnp.any(racy_g), Verdict.RACE, op, pipe, a=RAW, b=sh.w_op[jnp.argmax(racy_g)], c=code,
-                     d=lo, e=hi, core=core)
+        state = fail(
+            state,
+            jnp.any(racy_g),
+            Verdict.RACE,
+            op,
+            pipe,
+            a=RAW,
+            b=sh.w_op[jnp.argmax(racy_g)],
+            c=code,
+            d=lo,
+            e=hi,
+            core=core,
+        )
         slot = readers.index(g)
         new = eqx.tree_at(
             lambda s: (s.r_time, s.r_op),
@@ -151,8 +173,10 @@ def access(state, key: str, readers: tuple, mask, core: int, pipe: Pipe, op: int
         )
 
     def paste(whole, part):
-        extra = whole.shape[len(grid):]
-        return jax.lax.dynamic_update_slice(whole, part.reshape((*wshape, *extra)), (*starts, *(jnp.int32(0),) * len(extra)))
+        extra = whole.shape[len(grid) :]
+        return jax.lax.dynamic_update_slice(
+            whole, part.reshape((*wshape, *extra)), (*starts, *(jnp.int32(0),) * len(extra))
+        )
 
     shadows = {**state.shadows, key: jax.tree_util.tree_map(paste, full, new)}
     return eqx.tree_at(lambda s: s.shadows, state, shadows), jnp.any(racy_g)

@@ -1,6 +1,6 @@
 """Cost of the sanitizer: the 1024^3 f16 K-loop matmul (tiles 128) with all checks on, off, and jnp.dot.
 
-    python benchmarks/bench_sanitizer.py [--size 1024] [--json]
+python benchmarks/bench_sanitizer.py [--size 1024] [--json]
 """
 
 import argparse
@@ -61,8 +61,10 @@ def main() -> int:
         print(f"{result['benchmark']}  ({result['machine']})  verdict {result['verdict']}, max err {err:.2g}")
         for name, r in rows.items():
             print(f"  {name:11s} run {r['run_s'] * 1e3:9.2f} ms   compile+first {r['compile_and_first_s']:7.2f} s")
-        print(f"  checks on / off = {result['checks_on_over_off']}x, on / jnp.dot = {result['checks_on_over_jnp_dot']}x, "
-              f"off / jnp.dot = {result['checks_off_over_jnp_dot']}x")
+        print(
+            f"  checks on / off = {result['checks_on_over_off']}x, on / jnp.dot = {result['checks_on_over_jnp_dot']}x, "
+            f"off / jnp.dot = {result['checks_off_over_jnp_dot']}x"
+        )
     return 0
 
 

@@ -341,8 +341,11 @@ def two_tile_pattern_with_three_tiles(k):
     to_l0(k, t)
 
     def step(i):
-        k.cond(i == 0, lambda: k.matmul(t.ac, t.al, t.br, phase=aj.AccPhase.Partial),
-               lambda: k.matmul_acc(t.ac, t.ac, t.al, t.br, phase=aj.AccPhase.Final))
+        k.cond(
+            i == 0,
+            lambda: k.matmul(t.ac, t.al, t.br, phase=aj.AccPhase.Partial),
+            lambda: k.matmul_acc(t.ac, t.ac, t.al, t.br, phase=aj.AccPhase.Final),
+        )
         k.sync_pipe("M")
 
     k.range(3, step)

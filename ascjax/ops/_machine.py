@@ -131,8 +131,21 @@ def touch_tile(state: State, tile, pipe: Pipe, op: int, *, write: bool, active, 
     )
 
 
-def touch_gm(state: State, name: str, pipe: Pipe, op: int, *, write: bool, active, row0=0, rows=None, col0=0,
-             cols=None, max_rows=None, max_cols=None):
+def touch_gm(
+    state: State,
+    name: str,
+    pipe: Pipe,
+    op: int,
+    *,
+    write: bool,
+    active,
+    row0=0,
+    rows=None,
+    col0=0,
+    cols=None,
+    max_rows=None,
+    max_cols=None,
+):
     """Race/initialisation check of an access to a region of GM tensor ``name`` (inputs are not tracked).
 
     ``max_rows`` / ``max_cols`` bound a traced region's size (default: the static ``rows`` / ``cols``).
@@ -147,8 +160,9 @@ def touch_gm(state: State, name: str, pipe: Pipe, op: int, *, write: bool, activ
     cols = total_cols - col0 if cols is None else cols
     max_rows = rows if max_rows is None else max_rows
     max_cols = cols if max_cols is None else max_cols
-    start, mask = granules.gm_window(shape, jnp.dtype(g.dtype).name, state.options.gm_granule_bytes, row0, rows, col0,
-                                     cols, max_rows, max_cols)
+    start, mask = granules.gm_window(
+        shape, jnp.dtype(g.dtype).name, state.options.gm_granule_bytes, row0, rows, col0, cols, max_rows, max_cols
+    )
     return hazards.access(
         state, key, hazards.READERS[Buffer.GM], mask, hazards.AIC, pipe, op, write=write, active=active, start=start
     )

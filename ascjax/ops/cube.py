@@ -209,7 +209,9 @@ def _small_tile_rule(state: State, c: Tile, op: int, accumulates, m_pad, n_pad) 
     if not state.options.sanitize:
         return state
     first, mask = granules.tile_window(c, 0, m_pad, 0, n_pad)
-    sh = jax.tree_util.tree_map(lambda x: x[first : first + mask.shape[0]], state.shadows[hazards.shadow_key(Buffer.L0C)])
+    sh = jax.tree_util.tree_map(
+        lambda x: x[first : first + mask.shape[0]], state.shadows[hazards.shadow_key(Buffer.L0C)]
+    )
     small = (m_pad // 16) * (n_pad // 16) < 10
     hazard = mask & (sh.w_pipe == hazards.gpipe(AIC, Pipe.M)) & (sh.w_time > state.aic.m_barrier)
     lo = jnp.argmax(hazard)
