@@ -19,6 +19,20 @@ class Buffer(enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    @classmethod
+    def parse(cls, buffer: Buffer | str) -> Buffer:
+        """Accept ``Buffer.BT``, ``"BT"``, ``"BiasTable"`` or a PyPTO-Pro space name (``"Mat"``, ``"Acc"``...)."""
+        if isinstance(buffer, Buffer):
+            return buffer
+        name = str(buffer)
+        for b in cls:
+            if name.upper() in (b.name, b.value.upper()):
+                return b
+        aliases = {"MAT": cls.L1, "LEFT": cls.L0A, "RIGHT": cls.L0B, "ACC": cls.L0C, "BIAS": cls.BT, "VEC": cls.UB}
+        if name.upper() in aliases:
+            return aliases[name.upper()]
+        raise ValueError(f"unknown buffer {buffer!r}: expected one of {[b.name for b in cls]} (or Mat/Left/Right/Acc/Bias/Vec)")
+
 
 class Format(enum.Enum):
     """Tile data formats. Fractals are 16 x c0 (c0 = 32 B / itemsize; 16 on L0C)."""

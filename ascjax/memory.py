@@ -85,7 +85,7 @@ class Allocator:
         return _FORMATS[buffer][0]
 
     def alloc(self, buffer, shape, dtype, *, fmt=None, addr=None, name=None) -> Tile:
-        buffer = Buffer(buffer) if not isinstance(buffer, Buffer) else buffer
+        buffer = Buffer.parse(buffer)
         if buffer is Buffer.GM:
             raise ValueError("GM tensors are kernel inputs/outputs, not tiles: pass them to run()")
         rows, cols = (1, shape) if isinstance(shape, int) else tuple(shape)

@@ -130,3 +130,12 @@ def test_chip_table():
     assert a2.l0c_blocks == 256 and c950.l0c_blocks == 512
     with pytest.raises(ValueError, match="unknown chip 'a9'"):
         aj.get_chip("a9")
+
+
+def test_buffer_names():
+    alloc = aj.Allocator(aj.get_chip("950"))
+    for name, buffer in (("BT", Buffer.BT), ("BiasTable", Buffer.BT), ("Acc", Buffer.L0C), ("Mat", Buffer.L1), ("l0a", Buffer.L0A)):
+        assert Buffer.parse(name) is buffer
+    assert alloc.alloc("BT", (1, 16), "float32").buffer is Buffer.BT
+    with pytest.raises(ValueError, match="unknown buffer 'L2'"):
+        alloc.alloc("L2", (16, 16), "float16")
