@@ -1,6 +1,6 @@
 """ascjax: a JAX-backed, differentiable, functional emulator of the Huawei Ascend AI Core."""
 
-from . import layout, ops
+from . import layout, ops, timing, trace
 from .case import Case, build_case, case, load_cases, run_case
 from .chip import CHIPS, Chip, get_chip
 from .kinds import Buffer, Format, Pipe
@@ -22,12 +22,17 @@ from .results import (
 )
 from .run import Result, run
 from .state import State
+from .timing import Costs, default_costs
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AccPhase",
     "Options",
+    "Costs",
+    "default_costs",
+    "timing",
+    "trace",
     "Allocator",
     "AscjaxError",
     "BoundsError",

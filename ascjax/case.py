@@ -83,7 +83,15 @@ def max_abs_err(outputs: dict, expected: dict) -> float:
     return worst
 
 
-def run_case(c: Case, *, chip: str | None = None, jit: bool = True, sanitize: bool = True, poison_races: bool = False):
+def run_case(
+    c: Case,
+    *,
+    chip: str | None = None,
+    jit: bool = True,
+    sanitize: bool = True,
+    poison_races: bool = False,
+    max_events: int = 0,
+):
     """Run a case; returns (result, report, max_abs_err or None)."""
     from .run import run
 
@@ -96,6 +104,7 @@ def run_case(c: Case, *, chip: str | None = None, jit: bool = True, sanitize: bo
         jit=jit,
         sanitize=sanitize,
         poison_races=poison_races,
+        max_events=max_events,
     )
     rep = result.report()
     err = None

@@ -48,6 +48,7 @@ class Chip:
     unit_flag_block_bytes: int  # one unit-flag bit per block of L0C
     gemv_can_be_disabled: bool  # 3510 has `disable_gemv`; 2201 always runs GEMV when m == 1
     max_mmad_dim: int  # m, k, n upper bound (inclusive)
+    clock_mhz: float  # AI Core clock, to turn cycles into time in traces
 
     def _key(self) -> tuple:
         return tuple(
@@ -120,6 +121,7 @@ def _chip(name: str, arch: str, sizes, a_format: Format, extra) -> Chip:
         unit_flag_block_bytes=512,  # [facts §1 "Granularity"]
         gemv_can_be_disabled=(arch == "3510"),
         max_mmad_dim=4095,  # m, k, n in [0, 4095] [seed 004]
+        clock_mhz=1650.0 if arch == "3510" else 1850.0,  # cube_freq of the platform ini files [facts §7]
     )
 
 

@@ -31,7 +31,9 @@ class Buffer(enum.Enum):
         aliases = {"MAT": cls.L1, "LEFT": cls.L0A, "RIGHT": cls.L0B, "ACC": cls.L0C, "BIAS": cls.BT, "VEC": cls.UB}
         if name.upper() in aliases:
             return aliases[name.upper()]
-        raise ValueError(f"unknown buffer {buffer!r}: expected one of {[b.name for b in cls]} (or Mat/Left/Right/Acc/Bias/Vec)")
+        raise ValueError(
+            f"unknown buffer {buffer!r}: expected one of {[b.name for b in cls]} (or Mat/Left/Right/Acc/Bias/Vec)"
+        )
 
 
 class Format(enum.Enum):

@@ -16,11 +16,14 @@ class Options:
       destination, so the "precision problem" of a race shows up in the outputs.
     - ``gm_granule_bytes``: race-tracking granule of GM tensors (on-chip buffers use 512 B).
       32 B is the DMA burst: stores of neighbouring tiles by different cores never share one.
+    - ``max_events``: size of the trace buffer (one event per executed op; 0: no trace). A
+      run that executes more ops keeps the first ``max_events`` and says it was truncated.
     """
 
     sanitize: bool = True
     poison_races: bool = False
     gm_granule_bytes: int = 32
+    max_events: int = 0
 
     def __post_init__(self):
         if self.gm_granule_bytes <= 0 or self.gm_granule_bytes & (self.gm_granule_bytes - 1):

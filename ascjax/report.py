@@ -14,6 +14,7 @@ from .kinds import Buffer, Pipe
 from .ops.unit_flag import mode_name
 from .results import BOUNDS_WHAT, MESSAGES, SYNC_SET_TWICE, Verdict
 from .state import WARN_DIRECTION, State, WaitKind
+from .trace import summary, summary_text
 
 
 @dataclasses.dataclass
@@ -26,12 +27,17 @@ class Report:
     op: str | None
     warnings: list[str]
     chip: str
+    timing: dict  # see ascjax.trace.summary: cycles, bound, cube peak fraction, per-pipe busy/stall
+
+    @property
+    def cycles(self) -> float:
+        return self.timing["cycles"]
 
     def __str__(self) -> str:
         text = self.message
         if self.warnings:
             text += "\n" + "\n".join(f"warning: {w}" for w in self.warnings)
-        return text
+        return text + "\n" + summary_text(self.timing).splitlines()[0]
 
     def to_dict(self) -> dict:
         return {
@@ -41,6 +47,9 @@ class Report:
             "op": self.op,
             "warnings": self.warnings,
             "chip": self.chip,
+            "cycles": self.cycles,
+            "bound": self.timing["bound"],
+            "cube_peak_fraction": self.timing["cube_peak_fraction"],
         }
 
 
@@ -288,4 +297,4 @@ def report(state: State, index: int | None = None) -> Report:
         message = explain[code](state, err) if code in explain else _error(state, err, code)
         s = sites.site(int(err.op))
         location, op = (s.location, s.op) if s else (None, None)
-    return Report(code, message, location, op, _warnings(state), state.chip.name)
+    return Report(code, message, location, op, _warnings(state), state.chip.name, summary(state))

@@ -15,6 +15,7 @@ from .program import Program
 from .report import Report, report
 from .results import EXCEPTIONS, MESSAGES, Verdict
 from .state import State
+from .timing import Costs, default_costs
 
 
 class Result(eqx.Module):
@@ -57,13 +58,13 @@ def _output_spec(spec):
     return tuple(int(s) for s in shape), dtypes.to_numpy_dtype(dtype)
 
 
-def _execute(kernel, chip: Chip, options: Options, inputs: dict, outputs: tuple, params: dict) -> Result:
+def _execute(kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple, params: dict) -> Result:
     gm = dict(inputs)
     for name, (shape, dtype) in outputs:
         if name in gm:
             raise ValueError(f"GM tensor {name!r} is both an input and an output: name it once")
         gm[name] = jnp.zeros(shape, dtype)
-    program = Program(chip, State.create(chip, gm, tuple(name for name, _ in outputs), options))
+    program = Program(chip, State.create(chip, gm, tuple(name for name, _ in outputs), options, costs))
     kernel(program, **params)
     state = finish(program.state)
     return Result(outputs={name: state.gm[name] for name, _ in outputs}, state=state)
@@ -84,6 +85,8 @@ def run(
     sanitize: bool = True,
     poison_races: bool = False,
     options: Options | None = None,
+    costs: Costs | None = None,
+    max_events: int = 0,
 ) -> Result:
     """Run ``kernel(k, **params)`` on one AI Core of ``chip``.
 
@@ -97,14 +100,17 @@ def run(
     - ``throw``: raise the typed error when the verdict is not OK. Keep it False under ``vmap``.
     - ``sanitize``: happens-before race and uninitialised-read checks (on by default);
       ``poison_races``: racy reads produce NaN; ``options``: an :class:`ascjax.Options` instead.
+    - ``costs``: the timing model's :class:`ascjax.Costs` (default: the chip's table; arrays, so a
+      ``vmap`` may sweep them); ``max_events``: keep a trace of that many executed ops.
 
     **Returns:** a :class:`Result` with ``outputs``, ``state``, ``verdict`` and ``report()``.
     """
     chip = get_chip(chip)
-    options = options or Options(sanitize=sanitize, poison_races=poison_races)
+    options = options or Options(sanitize=sanitize, poison_races=poison_races, max_events=max_events)
+    costs = default_costs(chip) if costs is None else costs
     inputs = {name: jnp.asarray(x) for name, x in inputs.items()}
     spec = tuple((name, _output_spec(s)) for name, s in outputs.items())
-    result = (_execute_jit if jit else _execute)(kernel, chip, options, inputs, spec, dict(params or {}))
+    result = (_execute_jit if jit else _execute)(kernel, chip, options, costs, inputs, spec, dict(params or {}))
     if throw:
         if isinstance(result.verdict, jax.core.Tracer):
             messages = [MESSAGES[v] for v in Verdict]

@@ -18,6 +18,7 @@ from .granules import buffer_granules, gm_grid
 from .hazards import N_GLOBAL_PIPES, READERS, TRACKED_ON_CHIP, Shadow, shadow_key
 from .kinds import N_PIPES, Buffer
 from .options import Options
+from .timing import Costs, Timeline, default_costs
 
 #: Nesting depth of loops whose indices are recorded with errors.
 MAX_LOOP_DEPTH = 4
@@ -156,6 +157,8 @@ class State(eqx.Module):
     gm: dict[str, Array]
     aic: Aic
     vc: Int[Array, "G G"]  # vector clock of every pipe of the block
+    costs: Costs  # the timing model's cost table (arrays: a vmap may sweep them)
+    time: Timeline  # cycle clocks per pipe and the event trace
     shadows: dict[str, Shadow]  # per-granule access history (empty when not sanitizing)
     error: ErrorRecord
     seq: Int[Array, ""]  # ops issued so far (orders errors)
@@ -163,8 +166,9 @@ class State(eqx.Module):
     warn_op: Int[Array, " W"]  # first op that raised each warning, -1 if none
 
     @staticmethod
-    def create(chip: Chip, gm: dict, outputs=(), options: Options | None = None) -> State:
+    def create(chip: Chip, gm: dict, outputs=(), options: Options | None = None, costs: Costs | None = None) -> State:
         options = options or Options()
+        costs = default_costs(chip) if costs is None else costs
         gm = {name: jnp.asarray(x) for name, x in gm.items()}
         shadows = {}
         if options.sanitize:
@@ -182,6 +186,8 @@ class State(eqx.Module):
             gm=gm,
             aic=Aic.empty(chip),
             vc=jnp.zeros((N_GLOBAL_PIPES, N_GLOBAL_PIPES), jnp.int32),
+            costs=costs,
+            time=Timeline.empty((N_PIPES, N_PIPES, chip.intra_event_ids), chip.l0c_blocks, options.max_events),
             shadows=shadows,
             error=ErrorRecord.empty(),
             seq=jnp.zeros((), jnp.int32),

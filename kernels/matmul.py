@@ -50,10 +50,58 @@ def matmul_kernel(k: aj.Program, M=256, K=256, N=256, TM=128, TK=128, TN=128, dt
     k.sync_wait("M", "MTE1", 0)
 
 
-def matmul_case(M=256, K=256, N=256, dtype=np.float16, seed=0) -> aj.Case:
+def matmul_pingpong_kernel(k: aj.Program, M=256, K=256, N=256, TM=128, TK=128, TN=128, dtype="float16"):
+    """The same matmul with double-buffered L1 and L0A/L0B: slot s of each uses event id s.
+
+    The K loop runs two K steps per iteration (ping, then pong), so MTE2 loads step k + 1
+    while MTE1 and the cube work on step k.
+    """
+    a_l1 = [k.alloc("L1", (TM, TK), dtype, name=f"a_l1_{s}") for s in (0, 1)]
+    b_l1 = [k.alloc("L1", (TK, TN), dtype, name=f"b_l1_{s}") for s in (0, 1)]
+    al = [k.alloc("L0A", (TM, TK), dtype, name=f"al_{s}") for s in (0, 1)]
+    br = [k.alloc("L0B", (TK, TN), dtype, name=f"br_{s}") for s in (0, 1)]
+    ac = k.alloc("L0C", (TM, TN), "float32", name="ac")
+    k_steps, n_tiles = K // TK, N // TN
+    assert k_steps % 2 == 0, "the ping-pong K loop takes K steps in pairs"
+    k.set_mmad_direction("n")
+    for s in (0, 1):
+        k.sync_notify("MTE1", "MTE2", s)
+        k.sync_notify("M", "MTE1", s)
+
+    def output_tile(t):
+        mi, ni = t // n_tiles, t % n_tiles
+
+        def k_pair(j):
+            for s in (0, 1):
+                kk = 2 * j + s
+                k.sync_wait("MTE1", "MTE2", s)
+                k.copy_gm2l1_nd2nz(a_l1[s], "a", row=mi * TM, col=kk * TK)
+                k.copy_gm2l1_nd2nz(b_l1[s], "b", row=kk * TK, col=ni * TN)
+                k.sync_notify("MTE2", "MTE1", s)
+                k.sync_wait("MTE2", "MTE1", s)
+                k.sync_wait("M", "MTE1", s)
+                k.copy_l12l0a(al[s], a_l1[s])
+                k.copy_l12l0b(br[s], b_l1[s], transpose=True)
+                k.sync_notify("MTE1", "MTE2", s)
+                k.sync_notify("MTE1", "M", s)
+                k.sync_wait("MTE1", "M", s)
+                mode = jnp.where(kk == k_steps - 1, UnitFlagMode.ENABLE_UPDATE, UnitFlagMode.ENABLE_KEEP)
+                k.mmad(ac, al[s], br[s], TM, TK, TN, unit_flag_mode=mode, c_matrix_init_val=(kk == 0))
+                k.sync_notify("M", "MTE1", s)
+
+        k.range(k_steps // 2, k_pair)
+        k.fixpipe("c", ac, dst_row=mi * TM, dst_col=ni * TN, unit_flag_mode=UnitFlagMode.ENABLE_UPDATE)
+
+    k.range((M // TM) * n_tiles, output_tile)
+    for s in (0, 1):
+        k.sync_wait("MTE1", "MTE2", s)
+        k.sync_wait("M", "MTE1", s)
+
+
+def matmul_case(M=256, K=256, N=256, dtype=np.float16, seed=0, kernel=matmul_kernel) -> aj.Case:
     rng = np.random.default_rng(seed)
     return aj.Case(
-        kernel=matmul_kernel,
+        kernel=kernel,
         inputs={"a": rng.uniform(-1, 1, (M, K)).astype(dtype), "b": rng.uniform(-1, 1, (K, N)).astype(dtype)},
         outputs={"c": ((M, N), "float32")},
         params={"M": M, "K": K, "N": N},
@@ -66,3 +114,9 @@ def matmul_case(M=256, K=256, N=256, dtype=np.float16, seed=0) -> aj.Case:
 def matmul_256():
     """Tiled K-loop matmul 256 x 256 x 256 f16, tiles 128, unit flag between mmad and fixpipe -> ok."""
     return matmul_case()
+
+
+@aj.case
+def matmul_256_pingpong():
+    """The same matmul with ping-pong (double-buffered) L1 and L0A/L0B -> ok, and faster."""
+    return matmul_case(kernel=matmul_pingpong_kernel)

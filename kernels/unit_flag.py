@@ -223,3 +223,66 @@ def size_mismatch():
 def size_mismatch_reset():
     """The size-mismatch twin with set_l0c_copy_config(is_clean_unit_flag=True) in between -> ok."""
     return _single_case(size_mismatch_kernel, params={"reset": True})
+
+
+# --- the published unit-flag measurement (ascend-facts §1): half, 128 x 256 x 512, 8 K-loops ----
+def measurement_kernel(k: aj.Program, unit_flag=True, drain=True, direction="n"):
+    """8 back-to-back mmads 128 x 256 x 64 (f16) into one L0C tile, then one fixpipe.
+
+    As in the measurement, only the cube and its hand-off to the fixpipe are timed: one A and
+    one B tile are loaded once and every K step reuses them. With ``unit_flag`` the mmads
+    use KEEP x7 then UPDATE and the fixpipe UPDATE; without it, M -> FIX software sync.
+    """
+    M, TK, N = 128, 64, 256
+    a_l1 = k.alloc("L1", (M, TK), "float16", name="a_l1")
+    b_l1 = k.alloc("L1", (TK, N), "float16", name="b_l1")
+    al = k.alloc("L0A", (M, TK), "float16", name="al")
+    br = k.alloc("L0B", (TK, N), "float16", name="br")
+    ac = k.alloc("L0C", (M, N), "float32", name="ac")
+    k.set_mmad_direction(direction)
+    k.copy_gm2l1_nd2nz(a_l1, "a")
+    k.copy_gm2l1_nd2nz(b_l1, "b")
+    k.sync_notify("MTE2", "MTE1", 0)
+    k.sync_wait("MTE2", "MTE1", 0)
+    k.copy_l12l0a(al, a_l1)
+    k.copy_l12l0b(br, b_l1, transpose=True)
+    k.sync_notify("MTE1", "M", 0)
+    k.sync_wait("MTE1", "M", 0)
+
+    def step(i):
+        mode = jnp.where(i == 7, UPDATE, KEEP) if unit_flag else DISABLE
+        k.mmad(ac, al, br, M, TK, N, unit_flag_mode=mode, c_matrix_init_val=(i == 0))
+
+    k.range(8, step)
+    if not drain:
+        return
+    if not unit_flag:
+        k.sync_notify("M", "FIX", 0)
+        k.sync_wait("M", "FIX", 0)
+    k.fixpipe("c", ac, unit_flag_mode=UPDATE if unit_flag else DISABLE)
+
+
+def measurement_case(unit_flag: bool, drain: bool = True, direction: str = "n") -> aj.Case:
+    rng = np.random.default_rng(9)
+    a = rng.uniform(-1, 1, (128, 64)).astype(np.float16)
+    b = rng.uniform(-1, 1, (64, 256)).astype(np.float16)
+    return aj.Case(
+        kernel=measurement_kernel,
+        inputs={"a": a, "b": b},
+        outputs={"c": ((128, 256), "float32")},
+        params={"unit_flag": unit_flag, "drain": drain, "direction": direction},
+        reference=lambda x: {"c": 8 * (x["a"].astype(np.float64) @ x["b"].astype(np.float64))},
+        atol=1e-3,
+    )
+
+
+@aj.case
+def measurement_with_unit_flag():
+    """The published unit-flag measurement (4209 cycles with the unit flag): mmads KEEP x7, UPDATE; fixpipe UPDATE."""
+    return measurement_case(True)
+
+
+@aj.case
+def measurement_with_software_sync():
+    """The published unit-flag measurement (4225 cycles without): mmads DISABLE, M -> FIX sync, fixpipe."""
+    return measurement_case(False)

@@ -4,3 +4,13 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels"
 sys.path.insert(0, str(KERNELS))  # kernel files import as plain modules in tests
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_jit_caches():
+    """Drop compiled kernels between test files: hundreds of cached executables exhaust a small machine."""
+    yield
+    jax.clear_caches()

@@ -134,7 +134,13 @@ def test_chip_table():
 
 def test_buffer_names():
     alloc = aj.Allocator(aj.get_chip("950"))
-    for name, buffer in (("BT", Buffer.BT), ("BiasTable", Buffer.BT), ("Acc", Buffer.L0C), ("Mat", Buffer.L1), ("l0a", Buffer.L0A)):
+    for name, buffer in (
+        ("BT", Buffer.BT),
+        ("BiasTable", Buffer.BT),
+        ("Acc", Buffer.L0C),
+        ("Mat", Buffer.L1),
+        ("l0a", Buffer.L0A),
+    ):
         assert Buffer.parse(name) is buffer
     assert alloc.alloc("BT", (1, 16), "float32").buffer is Buffer.BT
     with pytest.raises(ValueError, match="unknown buffer 'L2'"):

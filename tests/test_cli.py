@@ -56,3 +56,13 @@ def test_seed000_error2_is_a_race_and_poison_shows_it(capsys):
     assert out["nan_elements"] == 64 * 64 and "RAW" in out["message"]
     assert main(["run", f"{KERNELS / 'phases.py'}::seed000_error2", "--json", "--no-sanitize"]) == 0
     assert json.loads(capsys.readouterr().out)["verdict"] == "leftover"  # the flag protocol alone
+
+
+def test_trace_timeline_and_cycles(tmp_path, capsys):
+    out_json, out_png = tmp_path / "t.json", tmp_path / "t.png"
+    target = f"{KERNELS / 'unit_flag.py'}::measurement_with_unit_flag"
+    assert main(["run", target, "--trace", str(out_json), "--timeline", str(out_png), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cycles"] > 4156 and out["bound"] in ("cube", "sync", "MTE2", "FIX")
+    assert json.loads(out_json.read_text())["traceEvents"]
+    assert out_png.read_bytes()[:4] == b"\x89PNG"

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from .. import granules, hazards
+from .. import granules, hazards, timing
 from ..kinds import Buffer, Pipe
 from ..results import Verdict
 from ..state import State
@@ -174,3 +174,8 @@ def poison(value, racy, options):
         return value
     bad = jnp.nan if jnp.issubdtype(value.dtype, jnp.floating) else jnp.iinfo(value.dtype).min
     return jnp.where(racy, jnp.asarray(bad, value.dtype), value)
+
+
+def clock_op(state: State, pipe: Pipe, op: int, active, cost, ready=0.0, reason=0, from_op=-1):
+    """Advance ``pipe``'s cycle clock for an executed op; returns (state, start, end)."""
+    return timing.schedule(state, hazards.gpipe(hazards.AIC, pipe), op, active, cost, ready, reason, from_op)

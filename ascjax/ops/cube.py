@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .. import dtypes, granules, hazards, sites
+from .. import dtypes, granules, hazards, sites, timing
 from ..chip import LOW_PRECISION_DTYPES
 from ..hazards import AIC
 from ..kinds import Buffer, Format, Pipe
@@ -13,7 +15,9 @@ from ..layout import from_fractal, to_fractal
 from ..memory import Tile
 from ..results import Verdict
 from ..state import State
-from ._machine import check_bounds, fail, issue, static_int, touch_tile
+from . import unit_flag
+from ._machine import check_bounds, clock_op, fail, issue, static_int, touch_tile
+from .fixpipe import MMAD_DIRECTION_M
 from .move import _expect, _need, write_tile
 from .unit_flag import handshake, mode_value, region_mask
 
@@ -168,6 +172,7 @@ def mmad(
     state, racy_c = touch_tile(state, c, Pipe.M, op, write=False, active=execute & reads_c, rows=m_pad, cols=n_pad)
     state, _ = touch_tile(state, c, Pipe.M, op, write=True, active=execute, rows=m_pad, cols=n_pad)
     racy = racy | racy_c
+    state = _clock_mmad(state, c, a, op, execute, mode, mask, m, k, n, m_pad, n_pad)
 
     # the product over C's padded shape; K beyond the valid k never contributes
     mc, nc = c.padded
@@ -198,6 +203,36 @@ def mmad(
     region = (jnp.arange(mc)[:, None] < m_pad) & (jnp.arange(nc)[None, :] < n_pad)
     c_new = jnp.where(region, result, c_old)
     return write_tile(state, c, to_fractal(c_new, Format.NZ, 16), execute, racy)
+
+
+def _clock_mmad(state: State, c: Tile, a: Tile, op: int, execute, mode, mask, m, k, n, m_pad, n_pad) -> State:
+    """Cycle cost of an mmad and, with UPDATE, when each C fractal's flag flips (in compute order)."""
+    costs = state.costs
+    t = state.time
+    enabled = mode != 0
+    waited = jnp.max(jnp.where(mask, t.uf_t, 0.0)) + costs.unit_flag_latency_cycles
+    ready = jnp.where(enabled, waited, 0.0)
+    k0 = dtypes.k0(a.dtype)
+    rate = costs.cube_macs_per_cycle[timing.cube_class(a.dtype)]
+    k_pad = (jnp.asarray(k) + k0 - 1) // k0 * k0
+    cube = (m_pad * n_pad * k_pad).astype(jnp.float32) / rate
+    prev = t.pipe_t[hazards.gpipe(AIC, Pipe.M)]
+    head = jnp.where(jnp.maximum(prev, ready) == t.mmad_end, 0.0, costs.mmad_head_cycles)  # pipelined behind the last
+    state, start, end = clock_op(state, Pipe.M, op, execute, head + cube, ready, timing.REASON_UNIT_FLAG)
+    state = eqx.tree_at(lambda s: s.time.mmad_end, state, jnp.where(execute, end, state.time.mmad_end))
+    ideal = state.time.cube_ideal + jnp.where(execute, (jnp.asarray(m) * jnp.asarray(n) * jnp.asarray(k)) / rate, 0.0)
+    # fractal (n1, m1) is done after (its place in compute order + 1) fractal times: M first or N first
+    blocks = unit_flag.tile_blocks(c, state.chip)
+    n1 = np.arange(blocks.shape[0])[:, None]
+    m1 = np.arange(blocks.shape[1])[None, :]
+    m_frac, n_frac = m_pad // 16, n_pad // 16
+    order = jnp.where(state.aic.mmad_direction == MMAD_DIRECTION_M, n1 * m_frac + m1, m1 * n_frac + n1)
+    done = start + head + (order + 1) * cube / jnp.maximum(m_frac * n_frac, 1)
+    flips = execute & (mode == int(unit_flag.UnitFlagMode.ENABLE_UPDATE)) & (n1 < n_frac) & (m1 < m_frac)
+    uf_t = t.uf_t.at[blocks.reshape(-1)].set(
+        jnp.where(jnp.repeat(flips.reshape(-1), 2), jnp.repeat(done.reshape(-1), 2), t.uf_t[blocks.reshape(-1)])
+    )
+    return eqx.tree_at(lambda s: (s.time.uf_t, s.time.cube_ideal), state, (uf_t, ideal))
 
 
 def _small_tile_rule(state: State, c: Tile, op: int, accumulates, m_pad, n_pad) -> State:

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 
-from .. import hazards, sites
+from .. import hazards, sites, timing
 from ..hazards import AIC
 from ..kinds import Buffer, Format, Pipe
 from ..layout import from_fractal, to_fractal
 from ..results import Verdict
 from ..state import WARN_DIRECTION, State, WaitKind
-from ._machine import fail, hint_release, issue, poison, static_int, touch_gm, touch_tile, warn
+from ._machine import clock_op, fail, hint_release, issue, poison, static_int, touch_gm, touch_tile, warn
 from .move import _expect, _need
-from .unit_flag import handshake, mode_value, region_mask
+from .unit_flag import handshake, mode_value, region_mask, tile_blocks
 
 MMAD_DIRECTION_M = 0  # SetMMColumnMajor / asc_set_mmad_direction_m: M first
 MMAD_DIRECTION_N = 1  # SetMMRowMajor / asc_set_mmad_direction_n: N first
@@ -128,6 +129,7 @@ def fixpipe(
 
     mask = region_mask(src, state.chip, src_row, m, src_col, n)
     state, execute = handshake(state, active & ok, op, Pipe.FIX, mask, mode, want=1)
+    state = _clock_fixpipe(state, src, op, execute, mode, nz2nd, src_row, m, src_col, n, out_dtype)
 
     state, racy = touch_tile(
         state, src, Pipe.FIX, op, write=False, active=execute, row0=src_row, rows=m, col0=src_col, cols=n
@@ -155,12 +157,47 @@ def fixpipe(
     return eqx.tree_at(lambda s: s.gm[dst], state, new)
 
 
+def _clock_fixpipe(state: State, src, op: int, execute, mode, nz2nd, row0, m, col0, n, out_dtype) -> State:
+    """Drain the region fractal by fractal in read order (NZ2ND: along N; Nz kept: along M).
+
+    With the unit flag on, a fractal is drained no earlier than its flag flip (plus the
+    handshake latency), so the drain overlaps the mmad when the mmad computes in the same
+    order; without it the fixpipe starts when its pipe (and its software sync) allows.
+    """
+    costs = state.costs
+    blocks = tile_blocks(src, state.chip)
+    n1 = np.arange(blocks.shape[0])[:, None]
+    m1 = np.arange(blocks.shape[1])[None, :]
+    present = (m1 * 16 < row0 + m) & (m1 * 16 + 16 > row0) & (n1 * 16 < col0 + n) & (n1 * 16 + 16 > col0)
+    present = present & (jnp.asarray(m) > 0) & (jnp.asarray(n) > 0)
+    flipped = jnp.maximum(state.time.uf_t[blocks[..., 0]], state.time.uf_t[blocks[..., 1]])
+    ready = jnp.where(mode != 0, flipped + costs.unit_flag_latency_cycles, 0.0)
+    if nz2nd:  # read row of fractals by row of fractals
+        present, ready, ids = present.T, ready.T, np.transpose(blocks, (1, 0, 2))
+    else:
+        ids = blocks
+    present, ready, ids = present.reshape(-1), ready.reshape(-1), ids.reshape(-1, 2)
+    per_fractal = 256.0 / costs.fix_elements_per_cycle[timing.fix_class(out_dtype)]
+    prev = state.time.pipe_t[hazards.gpipe(AIC, Pipe.FIX)]
+    first_ready = jnp.max(jnp.where(jnp.arange(present.shape[0]) == jnp.argmax(present), ready, -jnp.inf))
+    start = jnp.maximum(prev, first_ready)
+    finish = timing.drain(start, ready, present, per_fractal)
+    end = jnp.max(jnp.where(present, finish, start)) + costs.gm_write_latency_cycles
+    state, _, _ = clock_op(state, Pipe.FIX, op, execute, end - start, first_ready, timing.REASON_UNIT_FLAG)
+    flips = execute & present & (mode == 3)
+    uf_t = state.time.uf_t
+    for half in (0, 1):
+        uf_t = uf_t.at[ids[:, half]].set(jnp.where(flips, finish, uf_t[ids[:, half]]))
+    return eqx.tree_at(lambda s: s.time.uf_t, state, uf_t)
+
+
 def set_l0c_copy_config(
     state: State, *, relu_pre_addr: int = 0, quant_pre_addr: int = 0, is_clean_unit_flag: bool = False
 ) -> State:
     """``asc_set_l0c_copy_config`` / ``SetFixPipeConfig``: with ``is_clean_unit_flag`` every L0C unit flag is reset to 0."""
     op = sites.register("set_l0c_copy_config", Pipe.S, f"is_clean_unit_flag={is_clean_unit_flag}")
     state, active = issue(state, Pipe.S)
+    state, _, _ = clock_op(state, Pipe.S, op, active, state.costs.scalar_cycles)
     clean = active & jnp.asarray(is_clean_unit_flag)
     w = state.aic.wait
     releases = clean & (w.kind == WaitKind.UNIT_FLAG) & (w.value == 0)

@@ -11,7 +11,7 @@ from ..layout import from_fractal, pad_to, to_fractal
 from ..memory import Tile
 from ..results import Verdict
 from ..state import State
-from ._machine import fail, issue, poison, static_int, touch_gm, touch_tile
+from ._machine import clock_op, fail, issue, poison, static_int, touch_gm, touch_tile
 
 
 def _need(cond: bool, message: str) -> None:
@@ -101,6 +101,9 @@ def copy_gm2l1(
     )
     window = pad_to(window, rows, span_c)
     nd = jax.lax.dynamic_update_slice(nd, window.astype(nd.dtype), (dst_row, dst_col))
+    nbytes = rows * cols * g.dtype.itemsize
+    cost = state.costs.gm_read_latency_cycles + nbytes / state.costs.mte2_bytes_per_cycle
+    state, _, _ = clock_op(state, Pipe.MTE2, op, execute, cost)
     return write_tile(state, dst, to_fractal(nd, dst.fmt, dst.c0), execute, racy)
 
 
@@ -160,6 +163,7 @@ def copy_l12l0a(state: State, dst: Tile, src: Tile, *, transpose: bool = False, 
     state, ok, racy, a = _window(state, op, Pipe.MTE1, active, src, shape, need, row, col)
     a = a.T if transpose else a
     state, _ = touch_tile(state, dst, Pipe.MTE1, op, write=True, active=active & ok)
+    state, _, _ = clock_op(state, Pipe.MTE1, op, active & ok, dst.nbytes / state.costs.l1_to_l0a_bytes_per_cycle)
     return write_tile(state, dst, to_fractal(a, dst.fmt, dst.c0), active & ok, racy)
 
 
@@ -182,6 +186,9 @@ def copy_l12l0b(state: State, dst: Tile, src: Tile, *, transpose: bool = False, 
         state, ok, racy, bt = _window(state, op, Pipe.MTE1, active, src, (np_, kp), (dst.cols, dst.rows), row, col)
         b = bt.T
     state, _ = touch_tile(state, dst, Pipe.MTE1, op, write=True, active=active & ok)
+    c = state.costs
+    bandwidth = c.l1_to_l0b_transposed_bytes_per_cycle if transpose else c.l1_to_l0b_bytes_per_cycle
+    state, _, _ = clock_op(state, Pipe.MTE1, op, active & ok, dst.nbytes / bandwidth)
     return write_tile(state, dst, to_fractal(b, Format.ZN, dst.c0), active & ok, racy)
 
 
@@ -199,4 +206,5 @@ def copy_l12bt(state: State, dst: Tile, src: Tile, *, col=0) -> State:
     state, active = issue(state, Pipe.MTE1)
     state, ok, racy, row = _window(state, op, Pipe.MTE1, active, src, (1, dst.cols), (1, dst.cols), 0, col)
     state, _ = touch_tile(state, dst, Pipe.MTE1, op, write=True, active=active & ok)
+    state, _, _ = clock_op(state, Pipe.MTE1, op, active & ok, dst.nbytes / state.costs.l1_to_bt_bytes_per_cycle)
     return write_tile(state, dst, row.astype(dst.np_dtype), active & ok, racy)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from .. import hazards
+from .. import hazards, timing
 from ..hazards import AIC
 from ..kinds import Buffer, Pipe
 from ..memory import Tile
@@ -29,11 +29,13 @@ def _no_phase(phase):
 
 
 def _auto_set(state: State, c: Tile, rows: int, cols: int, when) -> State:
-    """The framework's set_flag(M -> FIX) after a phase-less matmul: its blocks remember the M clock."""
-    if not state.options.sanitize:
-        return state
+    """The framework's set_flag(M -> FIX) after a phase-less matmul: its blocks remember the M clocks."""
     mask = region_mask(c, state.chip, 0, -(-rows // 16) * 16, 0, -(-cols // 16) * 16)
     issued = when & ~state.aic.wait.blocked[int(Pipe.M)] & ~state.aic.wait.blocked[int(Pipe.S)]
+    done_at = state.time.pipe_t[hazards.gpipe(AIC, Pipe.M)]
+    state = eqx.tree_at(lambda s: s.time.auto_t, state, jnp.where(issued & mask, done_at, state.time.auto_t))
+    if not state.options.sanitize:
+        return state
     own = hazards.clock(state, AIC, Pipe.M)
     auto_vc = jnp.where((issued & mask)[:, None], own[None, :], state.aic.auto_vc)
     return eqx.tree_at(lambda s: s.aic.auto_vc, state, auto_vc)
@@ -41,9 +43,12 @@ def _auto_set(state: State, c: Tile, rows: int, cols: int, when) -> State:
 
 def _auto_wait(state: State, c: Tile, row0, rows, col0, cols, when) -> State:
     """The framework's wait_flag(M -> FIX) before a phase-less store of blocks a phase-less matmul wrote."""
+    mask = region_mask(c, state.chip, row0, rows, col0, cols)
+    issued = when & ~state.aic.wait.blocked[int(Pipe.FIX)] & ~state.aic.wait.blocked[int(Pipe.S)]
+    ready = jnp.max(jnp.where(mask, state.time.auto_t, 0.0)) + state.costs.flag_latency_cycles
+    state, _, _ = timing.schedule(state, hazards.gpipe(AIC, Pipe.FIX), -1, issued, 0.0, ready, timing.REASON_AUTO_SYNC)
     if not state.options.sanitize:
         return state
-    mask = region_mask(c, state.chip, row0, rows, col0, cols)
     signalled = jnp.max(jnp.where(mask[:, None], state.aic.auto_vc, -1), axis=0)
     return hazards.join(state, AIC, Pipe.FIX, signalled, when=when)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from .. import hazards, sites
+from .. import hazards, sites, timing
 from ..hazards import AIC
 from ..kinds import AIC_FLAG_PAIRS, N_PIPES, Pipe
 from ..results import SYNC_EVENT_RANGE, SYNC_SET_TWICE, Verdict
 from ..state import State, WaitKind
-from ._machine import block, fail, hint_release, issue, static_int
+from ._machine import block, clock_op, fail, hint_release, issue, static_int
 from .move import _need
 
 
@@ -61,7 +61,11 @@ def sync_notify(state: State, src, dst, event_id) -> State:
     flag_vc = aic.flag_vc.at[src, dst, ev].set(
         jnp.where(run, hazards.clock(state, AIC, src), aic.flag_vc[src, dst, ev])
     )
-    return eqx.tree_at(lambda s: (s.aic.flags, s.aic.flag_op, s.aic.flag_vc), state, (flags, flag_op, flag_vc))
+    state, _, set_at = clock_op(state, src, op, run, 0.0)  # sets once src's earlier work is done
+    flag_t = state.time.flag_t.at[src, dst, ev].set(jnp.where(run, set_at, state.time.flag_t[src, dst, ev]))
+    return eqx.tree_at(
+        lambda s: (s.aic.flags, s.aic.flag_op, s.aic.flag_vc, s.time.flag_t), state, (flags, flag_op, flag_vc, flag_t)
+    )
 
 
 def sync_wait(state: State, src, dst, event_id) -> State:
@@ -87,6 +91,8 @@ def sync_wait(state: State, src, dst, event_id) -> State:
     )
     flags = aic.flags.at[src, dst, ev].set(is_set & ~run)
     state = hazards.join(state, AIC, dst, aic.flag_vc[src, dst, ev], when=run & is_set)
+    ready = state.time.flag_t[src, dst, ev] + state.costs.flag_latency_cycles
+    state, _, _ = clock_op(state, dst, op, run & is_set, 0.0, ready, timing.REASON_FLAG, aic.flag_op[src, dst, ev])
     return eqx.tree_at(lambda s: s.aic.flags, state, flags)
 
 
@@ -104,17 +110,23 @@ def sync_pipe(state: State, pipe) -> State:
         stuck = w.blocked & (jnp.arange(w.op.shape[0]) != int(Pipe.S))
         first = jnp.argmin(jnp.where(stuck, w.seq, jnp.iinfo(jnp.int32).max))
         state = block(state, active & jnp.any(stuck), Pipe.S, op, WaitKind.BARRIER, first, last_op=w.op[first])
+        done = active & ~jnp.any(stuck)
+        core = slice(hazards.gpipe(AIC, 0), hazards.gpipe(AIC, 0) + N_PIPES)
+        state, _, end = clock_op(state, Pipe.S, op, done, 0.0, jnp.max(state.time.pipe_t[core]), timing.REASON_BARRIER)
+        pipe_t = state.time.pipe_t.at[core].set(
+            jnp.where(done, jnp.maximum(state.time.pipe_t[core], end), state.time.pipe_t[core])
+        )
+        state = eqx.tree_at(lambda s: s.time.pipe_t, state, pipe_t)
         if state.options.sanitize:
-            core = slice(hazards.gpipe(AIC, 0), hazards.gpipe(AIC, 0) + N_PIPES)
             merged = jnp.max(state.vc[core], axis=0)
-            done = active & ~jnp.any(stuck)
             vc = state.vc.at[core].set(jnp.where(done, jnp.maximum(state.vc[core], merged[None, :]), state.vc[core]))
             state = eqx.tree_at(lambda s: s.vc, state, vc)
         return state
     pipe = Pipe.parse(pipe)
     _need(pipe is not Pipe.S, "rule 'barrier pipe': PipeBarrier orders one pipe or PIPE_ALL, not PIPE_S")
-    sites.register("sync_pipe", pipe, f"PIPE_{pipe}")
+    op = sites.register("sync_pipe", pipe, f"PIPE_{pipe}")
     state, active = issue(state, pipe)
+    state, _, _ = clock_op(state, pipe, op, active, 0.0)
     if pipe is Pipe.M:
         own = hazards.clock(state, AIC, Pipe.M)[hazards.gpipe(AIC, Pipe.M)]
         state = eqx.tree_at(lambda s: s.aic.m_barrier, state, jnp.where(active, own, state.aic.m_barrier))
