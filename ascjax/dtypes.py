@@ -83,11 +83,3 @@ def k0(dtype) -> int:
 def is_float(dtype) -> bool:
     name = dtype_name(dtype)
     return name not in ("int8", "int32", "uint8", "int4")
-
-
-def max_finite(dtype) -> float:
-    """Largest finite value, the saturation bound of saturation mode."""
-    np_dtype = to_numpy_dtype(dtype)
-    if is_float(dtype):
-        return float(ml_dtypes.finfo(np_dtype).max)
-    return float(np.iinfo(np_dtype).max)
