@@ -99,20 +99,7 @@ def kloop_bf16():
 def split_n_kernel(k: aj.Program):
     """One mmad (UPDATE) drained by two fixpipes (each UPDATE) along N."""
     M, K, N = 128, 128, 256
-    a_l1 = k.alloc("L1", (M, K), "float16", name="a_l1")
-    b_l1 = k.alloc("L1", (K, N), "float16", name="b_l1")
-    al = k.alloc("L0A", (M, K), "float16", name="al")
-    br = k.alloc("L0B", (K, N), "float16", name="br")
-    ac = k.alloc("L0C", (M, N), "float32", name="ac")
-    k.set_mmad_direction("n")
-    k.copy_gm2l1_nd2nz(a_l1, "a")
-    k.copy_gm2l1_nd2nz(b_l1, "b")
-    k.sync_notify("MTE2", "MTE1", 0)
-    k.sync_wait("MTE2", "MTE1", 0)
-    k.copy_l12l0a(al, a_l1)
-    k.copy_l12l0b(br, b_l1, transpose=True)
-    k.sync_notify("MTE1", "M", 0)
-    k.sync_wait("MTE1", "M", 0)
+    al, br, ac = stage_operands(k, M, K, N)
     k.mmad(ac, al, br, M, K, N, unit_flag_mode=UPDATE, c_matrix_init_val=True)
     k.fixpipe("c", ac, m=M, n=128, src_col=0, dst_col=0, unit_flag_mode=UPDATE)
     k.fixpipe("c", ac, m=M, n=128, src_col=128, dst_col=128, unit_flag_mode=UPDATE)
@@ -131,13 +118,17 @@ def split_n():
 
 
 # --- a single 128 x 128 x 128 f16 matmul, the base of seed 000's cases -----------------
-def _single_tile(k: aj.Program):
-    a_l1 = k.alloc("L1", (128, 128), "float16", name="a_l1")
-    b_l1 = k.alloc("L1", (128, 128), "float16", name="b_l1")
-    al = k.alloc("L0A", (128, 128), "float16", name="al")
-    br = k.alloc("L0B", (128, 128), "float16", name="br")
-    ac = k.alloc("L0C", (128, 128), "float32", name="ac")
-    k.set_mmad_direction("n")
+def stage_operands(k: aj.Program, M: int, K: int, N: int, direction: str = "n"):
+    """Allocate A (M x K), B (K x N) f16 and C f32, load A and B from GM and move them to L0A / L0B.
+
+    MTE2 -> MTE1 -> M software sync orders the copies; returns the L0A, L0B and L0C tiles.
+    """
+    a_l1 = k.alloc("L1", (M, K), "float16", name="a_l1")
+    b_l1 = k.alloc("L1", (K, N), "float16", name="b_l1")
+    al = k.alloc("L0A", (M, K), "float16", name="al")
+    br = k.alloc("L0B", (K, N), "float16", name="br")
+    ac = k.alloc("L0C", (M, N), "float32", name="ac")
+    k.set_mmad_direction(direction)  # the fixpipe converts Nz -> ND: N first
     k.copy_gm2l1_nd2nz(a_l1, "a")
     k.copy_gm2l1_nd2nz(b_l1, "b")
     k.sync_notify("MTE2", "MTE1", 0)
@@ -147,6 +138,10 @@ def _single_tile(k: aj.Program):
     k.sync_notify("MTE1", "M", 0)
     k.sync_wait("MTE1", "M", 0)
     return al, br, ac
+
+
+def _single_tile(k: aj.Program):
+    return stage_operands(k, 128, 128, 128)
 
 
 def _single_case(kernel, expect="ok", reference=True, **kwargs) -> aj.Case:
@@ -234,20 +229,7 @@ def measurement_kernel(k: aj.Program, unit_flag=True, drain=True, direction="n")
     use KEEP x7 then UPDATE and the fixpipe UPDATE; without it, M -> FIX software sync.
     """
     M, TK, N = 128, 64, 256
-    a_l1 = k.alloc("L1", (M, TK), "float16", name="a_l1")
-    b_l1 = k.alloc("L1", (TK, N), "float16", name="b_l1")
-    al = k.alloc("L0A", (M, TK), "float16", name="al")
-    br = k.alloc("L0B", (TK, N), "float16", name="br")
-    ac = k.alloc("L0C", (M, N), "float32", name="ac")
-    k.set_mmad_direction(direction)
-    k.copy_gm2l1_nd2nz(a_l1, "a")
-    k.copy_gm2l1_nd2nz(b_l1, "b")
-    k.sync_notify("MTE2", "MTE1", 0)
-    k.sync_wait("MTE2", "MTE1", 0)
-    k.copy_l12l0a(al, a_l1)
-    k.copy_l12l0b(br, b_l1, transpose=True)
-    k.sync_notify("MTE1", "M", 0)
-    k.sync_wait("MTE1", "M", 0)
+    al, br, ac = stage_operands(k, M, TK, N, direction)
 
     def step(i):
         mode = jnp.where(i == 7, UPDATE, KEEP) if unit_flag else DISABLE
