@@ -72,6 +72,22 @@ class Program:
         return self.state.gm[name]
 
     # -- loops -------------------------------------------------------------------------
+    def _traced(self, state: State, fn, where: str) -> State:
+        """Run ``fn()`` with ``state`` as the current state (inside a scan or cond body); return the new state."""
+        before = jax.tree_util.tree_structure(state)
+        outer, self.state = self.state, state
+        try:
+            fn()
+            new = self.state
+        finally:
+            self.state = outer
+        if jax.tree_util.tree_structure(new) != before:
+            raise ValueError(
+                f"the {where} body changed the state's structure: allocate tiles (k.alloc) before the {where}, "
+                "not inside it"
+            )
+        return new
+
     def range(self, n: int, body) -> None:
         """Run ``body(i)`` for i in [0, n) as one ``lax.scan`` (the body is traced once)."""
         if not isinstance(n, int) or n < 0:
@@ -79,23 +95,15 @@ class Program:
         if self._depth >= MAX_LOOP_DEPTH:
             raise ValueError(f"loops nest at most {MAX_LOOP_DEPTH} deep")
         depth = self._depth
-        before = jax.tree_util.tree_structure(self.state)
 
         def step(state, i):
-            outer = self.state
-            self.state = eqx.tree_at(lambda s: s.loop, state, state.loop.at[depth].set(i))
+            state = eqx.tree_at(lambda s: s.loop, state, state.loop.at[depth].set(i))
             self._depth += 1
             try:
                 with sites.loop_scope():
-                    body(i)
+                    return self._traced(state, lambda: body(i), "loop"), None
             finally:
                 self._depth -= 1
-            new, self.state = self.state, outer
-            if jax.tree_util.tree_structure(new) != before:
-                raise ValueError(
-                    "the loop body changed the state's structure: allocate tiles (k.alloc) before the loop, not inside it"
-                )
-            return new, None
 
         self.state, _ = jax.lax.scan(step, self.state, jnp.arange(n, dtype=jnp.int32))
 
@@ -104,21 +112,8 @@ class Program:
 
         Both branches are traced once; under ``vmap`` both run and the state is selected.
         """
-        before = jax.tree_util.tree_structure(self.state)
 
         def branch(fn):
-            def run(state):
-                outer, self.state = self.state, state
-                try:
-                    if fn is not None:
-                        fn()
-                    new = self.state
-                finally:
-                    self.state = outer
-                if jax.tree_util.tree_structure(new) != before:
-                    raise ValueError("a branch changed the state's structure: allocate tiles before the branch")
-                return new
-
-            return run
+            return lambda state: self._traced(state, fn or (lambda: None), "branch")
 
         self.state = jax.lax.cond(jnp.asarray(pred), branch(then), branch(otherwise), self.state)
