@@ -1,11 +1,12 @@
 """ascjax: a JAX-backed, differentiable, functional emulator of the Huawei Ascend AI Core."""
 
-from . import layout, ops, timing, trace
+from . import layout, ops, pl, timing, trace
 from .case import Case, build_case, case, load_cases, run_case
 from .chip import CHIPS, Chip, get_chip
+from .cross_core import SyncMode
 from .kinds import Buffer, Format, Pipe
 from .memory import Allocator, Tile
-from .ops import AccPhase, STPhase, UnitFlagMode
+from .ops import AccPhase, AccToVecMode, RoundMode, STPhase, UnitFlagMode
 from .options import Options
 from .program import Program
 from .report import Report, report
@@ -22,12 +23,19 @@ from .results import (
 )
 from .run import Result, run
 from .state import State
+from .tile_group import TileGroup, TileSlot
 from .timing import Costs, default_costs
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AccPhase",
+    "AccToVecMode",
+    "RoundMode",
+    "SyncMode",
+    "TileGroup",
+    "TileSlot",
+    "pl",
     "Options",
     "Costs",
     "default_costs",

@@ -28,9 +28,9 @@ _ARCH_3510_EXTRA = {
     ("float8_e4m3fn", "float8_e5m2"): "float32",
     ("float8_e4m3fn", "float8_e4m3fn"): "float32",
 }
-
-#: dtype combinations the chip supports but this version of ascjax does not emulate yet.
-LOW_PRECISION_DTYPES = frozenset({"int4", "hifloat8", "float8_e5m2", "float8_e4m3fn"})
+# MmadMx (950): MXFP8 and MXFP4 pairs within a family, E8M0 scales, -> float32 [facts §5, asc-devkit MmadMx.md]
+_MX_FAMILIES = (("float8_e4m3fn", "float8_e5m2"), ("float4_e2m1fn", "float4_e1m2"))
+_ARCH_3510_MX = {(a, b): "float32" for family in _MX_FAMILIES for a in family for b in family}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,12 +43,16 @@ class Chip:
     align_bytes: MappingProxyType  # Buffer -> minimum address alignment in bytes
     a_format: Format  # fractal format mmad reads A in (L0A)
     mmad_dtypes: MappingProxyType  # (a, b) -> c
+    mmad_mx_dtypes: MappingProxyType  # (a, b) -> c of MmadMx (E8M0-scaled MX operands); empty without MX
     intra_event_ids: int  # SetFlag/WaitFlag ids are 0 .. intra_event_ids-1
     cross_event_ids: int  # set/wait_cross_core ids are 0 .. cross_event_ids-1
     unit_flag_block_bytes: int  # one unit-flag bit per block of L0C
     gemv_can_be_disabled: bool  # 3510 has `disable_gemv`; 2201 always runs GEMV when m == 1
     max_mmad_dim: int  # m, k, n upper bound (inclusive)
     clock_mhz: float  # AI Core clock, to turn cycles into time in traces
+    cross_core_max_count: int  # signals one cross-core id may hold: 1 = bit semantics, 15 = the API's counter
+    cross_core_wait_blocks_core: bool  # A2/A3: a cross-core wait stops every pipe of its core; 950: the named one
+    unicast_block: bool  # UNICAST_BLOCK (Ascend C mode 4, AIC <-> one AIV) exists (950 only)
 
     def _key(self) -> tuple:
         return tuple(
@@ -94,6 +98,8 @@ _SIZES_3510 = {
     Buffer.L0C: 256 * KIB,
     Buffer.BT: 4 * KIB,
     Buffer.UB: 256 * KIB,
+    Buffer.SCALE_LEFT: 4 * KIB,  # MX scale domains, 64 KB >> 4 each [facts §4 "Spaces", §5 "Sizes"]
+    Buffer.SCALE_RIGHT: 4 * KIB,
 }
 # mmad needs C 1024 B, A/B 512 B, bias 64 B [seed 004]; L1 and UB 32 B [facts §5].
 _ALIGN = {
@@ -103,6 +109,8 @@ _ALIGN = {
     Buffer.L0C: 1024,
     Buffer.BT: 64,
     Buffer.UB: 32,
+    Buffer.SCALE_LEFT: 32,  # [facts §4 "Spaces": ScaleLeft/ScaleRight 32 B aligned]
+    Buffer.SCALE_RIGHT: 32,
 }
 
 
@@ -114,6 +122,7 @@ def _chip(name: str, arch: str, sizes, a_format: Format, extra) -> Chip:
         align_bytes=_proxy(_ALIGN),
         a_format=a_format,
         mmad_dtypes=_proxy({**_COMMON_MMAD, **extra}),
+        mmad_mx_dtypes=_proxy(_ARCH_3510_MX if arch == "3510" else {}),
         # SetFlag/WaitFlag ids 0-7 on 950/A2/A3 [facts §2]; PyPTO-Pro documents 0-15 (CONFLICT):
         # the Ascend C limit is the default, `chip.replace(intra_event_ids=16)` lifts it.
         intra_event_ids=8,
@@ -122,6 +131,12 @@ def _chip(name: str, arch: str, sizes, a_format: Format, extra) -> Chip:
         gemv_can_be_disabled=(arch == "3510"),
         max_mmad_dim=4095,  # m, k, n in [0, 4095] [seed 004]
         clock_mhz=1650.0 if arch == "3510" else 1850.0,  # cube_freq of the platform ini files [facts §7]
+        # [facts §3 CONFLICT "counter or binary?"]: the API pages describe a 0-15 counter, Huawei's engram kernel
+        # and tilelang-ascend PR #1809 treat the ids as bits whose second set is lost. The strict default reports
+        # a set while the id still holds a signal; `chip.replace(cross_core_max_count=15)` models the counter.
+        cross_core_max_count=1,
+        cross_core_wait_blocks_core=(arch == "2201"),  # [facts §3 "Wait"]
+        unicast_block=(arch == "3510"),  # [facts §3 "Modes": mode 4 is 950 only]
     )
 
 

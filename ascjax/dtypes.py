@@ -5,8 +5,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-# canonical name -> NumPy dtype (None: packed/custom formats emulated in a later release)
-_DTYPES: dict[str, np.dtype | None] = {
+# canonical name -> the NumPy dtype arrays hold it in. Formats NumPy lacks are held as their bit
+# patterns in uint8 (CODE_FORMATS); 4-bit types take one byte per element in arrays (packed two per
+# byte only in device bytes, see ascjax.formats.device_bytes).
+_DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype(np.float32),
     "float16": np.dtype(np.float16),
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
@@ -16,8 +18,13 @@ _DTYPES: dict[str, np.dtype | None] = {
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
     "int4": np.dtype(ml_dtypes.int4),
-    "hifloat8": None,
+    "hifloat8": np.dtype(np.uint8),
+    "float8_e8m0fnu": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "float4_e2m1fn": np.dtype(ml_dtypes.float4_e2m1fn),
+    "float4_e1m2": np.dtype(np.uint8),
 }
+#: formats without an ml_dtypes type, held as uint8 codes (HiFloat8; fp4 e1m2 in the low nibble)
+CODE_FORMATS = frozenset({"hifloat8", "float4_e1m2"})
 _ALIASES = {
     "f32": "float32",
     "float": "float32",
@@ -42,8 +49,19 @@ _ALIASES = {
     "fp8_e5m2": "float8_e5m2",
     "fp8_e5m2_t": "float8_e5m2",
     "e5m2": "float8_e5m2",
+    "float8_e8m0": "float8_e8m0fnu",
+    "fp8_e8m0": "float8_e8m0fnu",
+    "fp8_e8m0_t": "float8_e8m0fnu",
+    "e8m0": "float8_e8m0fnu",
+    "float4_e2m1": "float4_e2m1fn",
+    "fp4_e2m1": "float4_e2m1fn",
+    "fp4x2_e2m1_t": "float4_e2m1fn",
+    "e2m1": "float4_e2m1fn",
+    "fp4_e1m2": "float4_e1m2",
+    "fp4x2_e1m2_t": "float4_e1m2",
+    "e1m2": "float4_e1m2",
 }
-_BITS = {"int4": 4, "hifloat8": 8}
+_BITS = {"int4": 4, "float4_e2m1fn": 4, "float4_e1m2": 4}
 
 
 def dtype_name(dtype) -> str:
@@ -60,14 +78,8 @@ def dtype_name(dtype) -> str:
 
 
 def to_numpy_dtype(dtype) -> np.dtype:
-    """NumPy dtype of a supported element type (error for formats not yet emulated)."""
-    name = dtype_name(dtype)
-    np_dtype = _DTYPES[name]
-    if np_dtype is None:
-        raise NotImplementedError(
-            f"dtype {name} is not emulated yet (low-precision formats arrive with the numerics release)"
-        )
-    return np_dtype
+    """NumPy dtype arrays of an element type are held in (uint8 for the CODE_FORMATS)."""
+    return _DTYPES[dtype_name(dtype)]
 
 
 def bits(dtype) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import dtypes
 from .kinds import Buffer, Format
-from .layout import from_fractal
+from .layout import fractal_unit, from_fractal
 from .memory import Tile
 
 CHIP_GRANULE_BYTES = 512
@@ -45,7 +45,7 @@ def tile_units(tile: Tile) -> tuple[int, int, np.ndarray, int]:
     if tile.fmt is Format.ND:
         return 1, 1, nd - first, first
     fractal_bytes = 16 * tile.c0 * bits // 8
-    ur, uc = (16, tile.c0) if tile.fmt is not Format.ZN else (tile.c0, 16)
+    ur, uc = fractal_unit(tile.fmt, tile.c0)  # (16, c0); Zn and Nn: (c0, 16)
     if fractal_bytes > CHIP_GRANULE_BYTES:  # L0C: a 16 x 16 fp32 fractal is two 8-row granules
         ur = ur * CHIP_GRANULE_BYTES // fractal_bytes
     return ur, uc, nd[::ur, ::uc] - first, first
@@ -59,8 +59,14 @@ def _hit(ur, uc, shape, row0, rows, col0, cols, xp):
 
 
 def tile_window(tile: Tile, row0=0, rows=None, col0=0, cols=None):
-    """(first granule, bool mask over the tile's granules) of a region (default: the whole padded tile)."""
-    ur, uc, ids, first = tile_units(tile)
+    """(first granule, bool mask over the tile's granules) of a region (default: the whole padded tile).
+
+    A TileGroup slot's first granule is traced: the group base plus its slot offset.
+    """
+    ur, uc, ids, first = tile_units(tile.base)
+    slot = getattr(tile, "slot", None)
+    if slot is not None:
+        first = first + slot * tile.slot_granules
     rp, cp = tile.padded
     rows = rp - row0 if rows is None else rows
     cols = cp - col0 if cols is None else cols

@@ -20,7 +20,7 @@ from .results import Verdict
 
 N_CORES = 3  # AIC, AIV0, AIV1
 CORE_NAMES = ("AIC", "AIV0", "AIV1")
-AIC = 0
+AIC, AIV0, AIV1 = 0, 1, 2
 N_GLOBAL_PIPES = N_CORES * N_PIPES
 
 RAW, WAR, WAW, SMALL_TILE = 0, 1, 2, 3
@@ -45,8 +45,13 @@ READERS = {
     Buffer.L0C: (gpipe(AIC, Pipe.M), gpipe(AIC, Pipe.FIX)),
     Buffer.BT: (gpipe(AIC, Pipe.M),),
     Buffer.GM: tuple(gpipe(core, Pipe.MTE2) for core in range(N_CORES)),
+    # each AIV's own UB: its vector pipe computes on it, its MTE3 stores or inserts from it
+    Buffer.UB: tuple(gpipe(core, pipe) for core in (AIV0, AIV1) for pipe in (Pipe.V, Pipe.MTE3)),
+    Buffer.SCALE_LEFT: (gpipe(AIC, Pipe.M),),  # MX scales (950)
+    Buffer.SCALE_RIGHT: (gpipe(AIC, Pipe.M),),
 }
-TRACKED_ON_CHIP = (Buffer.L1, Buffer.L0A, Buffer.L0B, Buffer.L0C, Buffer.BT)
+#: Cube-core buffers with a shadow (those the chip has: the MX scale domains exist on 950 only).
+TRACKED_ON_CHIP = (Buffer.L1, Buffer.L0A, Buffer.L0B, Buffer.L0C, Buffer.BT, Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT)
 
 
 class Shadow(eqx.Module):
@@ -73,8 +78,11 @@ class Shadow(eqx.Module):
         )
 
 
-def shadow_key(buffer: Buffer, gm_name: str | None = None) -> str:
-    return f"GM:{gm_name}" if buffer is Buffer.GM else buffer.name
+def shadow_key(buffer: Buffer, gm_name: str | None = None, sub: int | None = None) -> str:
+    """Name of a shadow: ``GM:<tensor>``, ``UB0``/``UB1`` (one UB per AIV) or the buffer's name."""
+    if buffer is Buffer.GM:
+        return f"GM:{gm_name}"
+    return f"UB{sub}" if buffer is Buffer.UB else buffer.name
 
 
 def _first_last(mask, to_global):

@@ -15,6 +15,9 @@ class Buffer(enum.Enum):
     L0C = "L0C"  # Acc, __cc__
     BT = "BiasTable"
     UB = "UB"  # Vec (AIV only)
+    # MX scale domains beside L0A / L0B (950 only): scale address = data address >> 4 [facts §4, §6]
+    SCALE_LEFT = "ScaleLeft"  # L0A_MX
+    SCALE_RIGHT = "ScaleRight"  # L0B_MX
 
     def __str__(self) -> str:
         return self.value
@@ -29,6 +32,7 @@ class Buffer(enum.Enum):
             if name.upper() in (b.name, b.value.upper()):
                 return b
         aliases = {"MAT": cls.L1, "LEFT": cls.L0A, "RIGHT": cls.L0B, "ACC": cls.L0C, "BIAS": cls.BT, "VEC": cls.UB}
+        aliases.update({"L0A_MX": cls.SCALE_LEFT, "L0B_MX": cls.SCALE_RIGHT})
         if name.upper() in aliases:
             return aliases[name.upper()]
         raise ValueError(
@@ -43,6 +47,7 @@ class Format(enum.Enum):
     NZ = "Nz"  # (M, N) -> (N1, M1, M0, N0): column of fractals, each row-major
     ZZ = "Zz"  # (M, K) -> (M1, K1, M0, K0): row of fractals, each row-major
     ZN = "Zn"  # (K, N) -> (K1, N1, N0, K0): bit for bit the Nz image of the transpose
+    NN = "Nn"  # (K, N) -> (N1, K1, N0, K0): bit for bit the Zz image of the transpose (MX scale_b)
 
     def __str__(self) -> str:
         return self.value
@@ -101,3 +106,15 @@ AIC_FLAG_PAIRS = frozenset(
         *((p, Pipe.S) for p in (Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.FIX)),
     }
 )
+
+#: Legal SetFlag/WaitFlag (src, dst) pairs on an AIV [facts §2 "Legal pairs on 2201"]:
+#: S<->V, S<->MTE2, S<->MTE3, V<->MTE2, V<->MTE3, MTE2<->MTE3.
+AIV_FLAG_PAIRS = frozenset(
+    (a, b)
+    for a in (Pipe.S, Pipe.V, Pipe.MTE2, Pipe.MTE3)
+    for b in (Pipe.S, Pipe.V, Pipe.MTE2, Pipe.MTE3)
+    if a != b and not (a is Pipe.S and b is Pipe.S)
+)
+#: Pipes of each kind of core.
+AIC_PIPES = (Pipe.S, Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.MTE3, Pipe.FIX)
+AIV_PIPES = (Pipe.S, Pipe.V, Pipe.MTE2, Pipe.MTE3)

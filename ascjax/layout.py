@@ -1,8 +1,9 @@
-"""ND <-> fractal layout transforms (Nz, Zz, Zn), the conversions the hardware does on the fly.
+"""ND <-> fractal layout transforms (Nz, Zz, Zn, Nn), the conversions the hardware does on the fly.
 
 A fractal is a 16 x c0 block stored row-major (Zn: c0 x 16 stored column-major, i.e. the
-Nz image of the transpose). Physical arrays are 4-D so that every element sits where the
-hardware keeps it: flattening a physical array gives buffer order.
+Nz image of the transpose; Nn, the MX scale_b layout, is likewise the Zz image of the
+transpose). Physical arrays are 4-D so that every element sits where the hardware keeps it:
+flattening a physical array gives buffer order.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def fractal_unit(fmt: Format, c0: int) -> tuple[int, int]:
     """(rows, cols) of one fractal of a logical matrix in format ``fmt``."""
     if fmt in (Format.NZ, Format.ZZ):
         return FRACTAL_ROWS, c0
-    if fmt is Format.ZN:
+    if fmt in (Format.ZN, Format.NN):
         return c0, FRACTAL_ROWS
     return 1, 1
 
@@ -42,6 +43,8 @@ def physical_shape(rows: int, cols: int, fmt: Format, c0: int) -> tuple[int, ...
         return (rp // FRACTAL_ROWS, cp // c0, FRACTAL_ROWS, c0)
     if fmt is Format.ZN:
         return (rp // c0, cp // FRACTAL_ROWS, FRACTAL_ROWS, c0)
+    if fmt is Format.NN:
+        return (cp // FRACTAL_ROWS, rp // c0, FRACTAL_ROWS, c0)
     return (rows, cols)
 
 
@@ -59,6 +62,8 @@ def to_fractal(nd, fmt: Format, c0: int):
         return nd.reshape(rp // FRACTAL_ROWS, FRACTAL_ROWS, cp // c0, c0).transpose(0, 2, 1, 3)
     if fmt is Format.ZN:
         return to_fractal(nd.T, Format.NZ, c0)
+    if fmt is Format.NN:
+        return to_fractal(nd.T, Format.ZZ, c0)
     return nd
 
 
@@ -72,6 +77,8 @@ def from_fractal(phys, fmt: Format):
         return phys.transpose(0, 2, 1, 3).reshape(r1 * r0, c1 * c0)
     if fmt is Format.ZN:
         return from_fractal(phys, Format.NZ).T
+    if fmt is Format.NN:
+        return from_fractal(phys, Format.ZZ).T
     return phys
 
 

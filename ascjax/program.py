@@ -3,10 +3,15 @@
 ``k.mmad(c, a, b, m, k, n, ...)`` is ``k.state = ops.mmad(k.state, c, a, b, m, k, n, ...)``; the
 kernel as a whole stays a pure function of its arrays. Loops written with :meth:`Program.range`
 are ``lax.scan``s, so they compile once whatever their trip count.
+
+Ops run on the core of the current context: the cube core (AIC) by default, an AIV inside
+``with k.vector(sub):`` or a :meth:`Program.section_vector` body. Cube ops (mmad, fixpipe,
+L1/L0 moves) refuse to run on a vector core and vector ops on the cube core.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import equinox as eqx
@@ -15,16 +20,110 @@ import jax.numpy as jnp
 
 from . import ops, sites
 from .chip import Chip
+from .hazards import N_CORES
+from .kinds import Pipe
 from .memory import Allocator, Tile
+from .ops._machine import fail
+from .results import Verdict
 from .state import MAX_LOOP_DEPTH, State
+from .tile_group import TileGroup, TileSlot
+
+_CURRENT: list = []  # the Program being traced (for the ascjax.pl tile language)
+
+
+def current() -> Program:
+    """The Program whose kernel is being traced (``ascjax.pl`` functions act on it)."""
+    if not _CURRENT:
+        raise RuntimeError("no kernel is being traced: call ascjax.pl functions inside a kernel given to ascjax.run")
+    return _CURRENT[-1]
 
 
 def _issue(op):
+    """A cube-core op (mmad, fixpipe, L1/L0 moves...)."""
+
     @functools.wraps(op)
     def method(self, *args, **kwargs):
+        if self.subblock is not None:
+            raise ValueError(
+                f"{op.__name__} runs on the cube core (AIC), but it was issued on AIV{self.subblock} (inside a vector "
+                "section): move it to the cube section"
+            )
         self.state = op(self.state, *args, **kwargs)
 
     return method
+
+
+def _on_core(op):
+    """An op of any core (sync, cross-core events): it runs on the current core."""
+
+    @functools.wraps(op)
+    def method(self, *args, **kwargs):
+        self.state = op(self.state, *args, sub=self.subblock, **kwargs)
+
+    return method
+
+
+def _on_vector(op, *bound):
+    """A vector-core op: it runs on the current AIV."""
+
+    @functools.wraps(op)
+    def method(self, *args, **kwargs):
+        if self.subblock is None:
+            raise ValueError(
+                f"{(bound or (op.__name__,))[0]} runs on a vector core (AIV), but it was issued on the cube core: "
+                "put it in a vector section (k.section_vector / with k.vector(sub))"
+            )
+        self.state = op(self.state, *bound, *args, sub=self.subblock, **kwargs)
+
+    return method
+
+
+class GroupHandle:
+    """A :class:`TileGroup` bound to a Program: ``current()``, ``next()``, ``previous()`` and ``group[i]``.
+
+    The cursor is per core (each core's program walks its own copy); the first ``next()``
+    returns slot 0. ``group[i]`` does not move it and is not taken modulo depth.
+    """
+
+    def __init__(self, program: Program, group: TileGroup):
+        self.program = program
+        self.group = group
+
+    @property
+    def depth(self) -> int:
+        return self.group.depth
+
+    def __len__(self) -> int:
+        return self.group.depth
+
+    def _pos(self):
+        return self.program.state.cursors[self.group.name][self.program.core]
+
+    def current(self) -> TileSlot:
+        return self.group.slot(jnp.maximum(self._pos(), 0) % self.depth)
+
+    def previous(self) -> TileSlot:
+        return self.group.slot((self._pos() - 1) % self.depth)
+
+    def next(self) -> TileSlot:
+        k = self.program
+        name, core = self.group.name, k.core
+        cursors = {**k.state.cursors, name: k.state.cursors[name].at[core].add(1)}
+        k.state = eqx.tree_at(lambda s: s.cursors, k.state, cursors)
+        return self.current()
+
+    def __getitem__(self, index) -> TileSlot:
+        slot = self.group.slot(index)
+        k = self.program
+        op = sites.register("TileGroup[i]", Pipe.S, f"{self.group}", core=k.core)
+        k.state = fail(
+            k.state, ~slot.ok, Verdict.BOUNDS, op, Pipe.S, a=jnp.asarray(index, jnp.int32), b=self.depth - 1, c=7,
+            core=k.core,
+        )  # fmt: skip
+        return slot
+
+    def __str__(self) -> str:
+        return str(self.group)
 
 
 class Program:
@@ -35,6 +134,52 @@ class Program:
         self.state = state
         self.allocator = Allocator(chip)
         self._depth = 0
+        self.subblock: int | None = None  # None: ops run on the AIC; 0 / 1: on that AIV
+
+    @property
+    def core(self) -> int:
+        """Index of the current core: 0 AIC, 1 AIV0, 2 AIV1."""
+        return 0 if self.subblock is None else 1 + self.subblock
+
+    # -- cores and sections ------------------------------------------------------------
+    @contextlib.contextmanager
+    def vector(self, sub: int):
+        """``with k.vector(sub):`` issue the ops inside on AIV ``sub`` (0 or 1)."""
+        if sub not in (0, 1):
+            raise ValueError(f"sub-block index must be 0 or 1 (an AI Core has two AIVs), got {sub!r}")
+        outer, self.subblock = self.subblock, sub
+        try:
+            yield sub
+        finally:
+            self.subblock = outer
+
+    @contextlib.contextmanager
+    def cube(self):
+        """``with k.cube():`` issue the ops inside on the cube core."""
+        outer, self.subblock = self.subblock, None
+        try:
+            yield
+        finally:
+            self.subblock = outer
+
+    def section_cube(self, body):
+        """Run ``body()`` on the cube core, now (issue order). Usable as a decorator."""
+        with self.cube():
+            body()
+        return body
+
+    def section_vector(self, body):
+        """Run ``body(sub)`` on AIV0, then on AIV1 (issue order). Usable as a decorator."""
+        for sub in (0, 1):
+            with self.vector(sub):
+                body(sub)
+        return body
+
+    def get_subblock_idx(self) -> int:
+        """The current AIV's index (0 or 1); an error on the cube core."""
+        if self.subblock is None:
+            raise ValueError("get_subblock_idx() is only meaningful in a vector section")
+        return self.subblock
 
     # -- static allocation -------------------------------------------------------------
     def alloc(self, buffer, shape, dtype, *, fmt=None, addr=None, name=None) -> Tile:
@@ -46,6 +191,17 @@ class Program:
     def free(self, tile: Tile) -> None:
         """End a tile's live range so its bytes may be reused."""
         self.allocator.free(tile)
+
+    def tile_group(self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None) -> GroupHandle:
+        """``make_tile_group``: ``depth`` equal tiles side by side, picked by (traced) slot index."""
+        if not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"TileGroup depth must be a positive int, got {depth!r}")
+        tile, stride = self.allocator.alloc_group(buffer, shape, dtype, depth, fmt=fmt, addr=addr, name=name)
+        group = TileGroup(tile, depth, stride)
+        self.state = self.state.add_tile(tile, depth=depth)
+        cursors = {**self.state.cursors, group.name: jnp.full((N_CORES,), -1, jnp.int32)}
+        self.state = eqx.tree_at(lambda s: s.cursors, self.state, cursors)
+        return GroupHandle(self, group)
 
     # -- ops (see ascjax.ops) ----------------------------------------------------------
     copy_gm2l1 = _issue(ops.copy_gm2l1)
@@ -59,13 +215,49 @@ class Program:
     set_l0c_copy_config = _issue(ops.set_l0c_copy_config)
     set_mmad_direction = _issue(ops.set_mmad_direction)
     set_ctrl_saturation = _issue(ops.set_ctrl_saturation)
-    sync_notify = _issue(ops.sync_notify)
-    sync_wait = _issue(ops.sync_wait)
-    sync_pipe = _issue(ops.sync_pipe)
+    sync_notify = _on_core(ops.sync_notify)
+    sync_wait = _on_core(ops.sync_wait)
+    sync_pipe = _on_core(ops.sync_pipe)
+    set_cross_core = _on_core(ops.set_cross_core)
+    wait_cross_core = _on_core(ops.wait_cross_core)
+    # L0C -> UB (the cube's FIX pipe), and the vector cores' data paths
+    copy_l0c2ub = _issue(ops.copy_l0c2ub)
+    move_to_vec = _issue(ops.move_to_vec)
+    copy_gm2ub = _on_vector(ops.copy_gm2ub)
+    copy_ub2gm = _on_vector(ops.copy_ub2gm)
+    copy_ub2l1 = _on_vector(ops.copy_ub2l1)
+    insert = _on_vector(ops.copy_ub2l1)
+    # vector compute on UB (pipe V)
+    add = _on_vector(ops.binary, "add")
+    sub = _on_vector(ops.binary, "sub")
+    mul = _on_vector(ops.binary, "mul")
+    div = _on_vector(ops.binary, "div")
+    max = _on_vector(ops.binary, "max")
+    min = _on_vector(ops.binary, "min")
+    abs = _on_vector(ops.unary, "abs")
+    exp = _on_vector(ops.unary, "exp")
+    ln = _on_vector(ops.unary, "ln")
+    sqrt = _on_vector(ops.unary, "sqrt")
+    relu = _on_vector(ops.unary, "relu")
+    neg = _on_vector(ops.unary, "neg")
+    row_max = _on_vector(ops.reduce_rows, "max")
+    row_min = _on_vector(ops.reduce_rows, "min")
+    row_sum = _on_vector(ops.reduce_rows, "sum")
+    expand_add = _on_vector(ops.expand, "add")
+    expand_sub = _on_vector(ops.expand, "sub")
+    expand_mul = _on_vector(ops.expand, "mul")
+    expand_div = _on_vector(ops.expand, "div")
+    fill = _on_vector(ops.fill)
+    cast = _on_vector(ops.cast)
     # PyPTO-Pro spellings with phases and the framework's auto M -> FIX sync
     matmul = _issue(ops.matmul)
     matmul_acc = _issue(ops.matmul_acc)
     store = _issue(ops.store)
+    # MX (block-scaled) matmuls on 950 and the L1 -> ScaleLeft / ScaleRight move
+    mmad_mx = _issue(ops.mmad_mx)
+    matmul_mx = _issue(ops.matmul_mx)
+    matmul_mx_acc = _issue(ops.matmul_mx_acc)
+    copy_l12scale = _issue(ops.copy_l12scale)
 
     def gm(self, name: str) -> jax.Array:
         """The current contents of a GM tensor."""

@@ -8,12 +8,13 @@ import jax
 import numpy as np
 
 from . import hazards, sites
-from .finish import LEFTOVER_UNIT_FLAG
+from .events import cross_core_error, cross_core_leftover, cross_core_wait_lines, event_table
+from .finish import LEFTOVER_CROSS_CORE, LEFTOVER_UNIT_FLAG
 from .granules import CHIP_GRANULE_BYTES
 from .kinds import Buffer, Pipe
 from .ops.unit_flag import mode_name
 from .results import BOUNDS_WHAT, MESSAGES, SYNC_SET_TWICE, Verdict
-from .state import WARN_DIRECTION, State, WaitKind
+from .state import WARN_DIRECTION, WARN_SET_PIPE, WARN_WAIT_PIPE, State, WaitKind
 from .trace import summary, summary_text
 
 
@@ -28,6 +29,7 @@ class Report:
     warnings: list[str]
     chip: str
     timing: dict  # see ascjax.trace.summary: cycles, bound, cube peak fraction, per-pipe busy/stall
+    events: str = ""  # the cross-core event table (empty when the kernel used none)
 
     @property
     def cycles(self) -> float:
@@ -37,6 +39,8 @@ class Report:
         text = self.message
         if self.warnings:
             text += "\n" + "\n".join(f"warning: {w}" for w in self.warnings)
+        if self.events:
+            text += "\n" + self.events
         return text + "\n" + summary_text(self.timing).splitlines()[0]
 
     def to_dict(self) -> dict:
@@ -50,6 +54,7 @@ class Report:
             "cycles": self.cycles,
             "bound": self.timing["bound"],
             "cube_peak_fraction": self.timing["cube_peak_fraction"],
+            "events": self.events,
         }
 
 
@@ -112,21 +117,26 @@ def _unit_flag_wait(state, w, p) -> list[str]:
 
 
 def _deadlock(state: State) -> tuple[str, str | None, str | None]:
-    w = jax.tree_util.tree_map(np.asarray, state.aic.wait)
+    w = jax.tree_util.tree_map(np.asarray, state.wait)
     stuck = [p for p in np.argsort(w.seq, kind="stable") if w.op[p] >= 0]
     lines = [f"DEADLOCK (chip {state.chip.name})"]
     for p in stuck:
         op = int(w.op[p])
-        lines.append(f"  AIC.{Pipe(int(p))} is stuck at {_where(op)}{_loop_text(op, w.loop[p])}")
+        core = int(p) // len(Pipe)
+        lines.append(f"  {hazards.pipe_name(p)} is stuck at {_where(op)}{_loop_text(op, w.loop[p])}")
         kind = int(w.kind[p])
         if kind == WaitKind.UNIT_FLAG:
             lines += _unit_flag_wait(state, w, p)
+        elif kind == WaitKind.CROSS_CORE:
+            lines += cross_core_wait_lines(state, w, p)
         elif kind == WaitKind.FLAG:
             src, dst, ev = Pipe(int(w.lo[p])), Pipe(int(w.hi[p])), int(w.count[p])
             lines.append(f"  waits for flag {src}->{dst} event {ev}, which is 0.")
-            if int(w.op[int(src)]) >= 0 and int(src) != int(p):
+            g_src = hazards.gpipe(core, src)
+            if int(w.op[g_src]) >= 0 and g_src != int(p):
                 lines.append(
-                    f"  pipe {src} is itself stuck (see its entry), so the notify never comes: fix that one first."
+                    f"  pipe {hazards.pipe_name(g_src)} is itself stuck (see its entry), so the notify never comes: "
+                    "fix that one first."
                 )
                 continue
             if int(w.last_op[p]) >= 0:
@@ -139,7 +149,10 @@ def _deadlock(state: State) -> tuple[str, str | None, str | None]:
                 "  Fix: every sync_wait needs exactly one sync_notify on the same pipes and event id issued before it."
             )
         else:
-            lines.append(f"  the PIPE_ALL barrier waits for pipe {Pipe(int(w.value[p]))}, which never finishes.")
+            lines.append(
+                f"  the PIPE_ALL barrier waits for pipe {hazards.CORE_NAMES[core]}.{Pipe(int(w.value[p]))}, "
+                "which never finishes."
+            )
         hint = int(w.hint_op[p])
         if hint >= 0:
             lines.append(
@@ -162,9 +175,12 @@ def _leftover(state: State, err) -> str:
             "  Fix: the last read of every block an mmad sets must use ENABLE_UPDATE (STPhase.Final; rule 'Final "
             "closing'), or reset with set_l0c_copy_config(is_clean_unit_flag=True)."
         )
-    src, dst = divmod(int(err.b), len(Pipe))
+    if int(err.a) == LEFTOVER_CROSS_CORE:
+        return cross_core_leftover(state, err)
+    core, pair = divmod(int(err.b), len(Pipe) ** 2)
+    src, dst = divmod(pair, len(Pipe))
     return (
-        f"LEFTOVER flag {Pipe(src)}->{Pipe(dst)} event {int(err.c)}: set by {_where(int(err.op))} and never waited "
+        f"LEFTOVER flag {Pipe(src)}->{Pipe(dst)} event {int(err.c)} on {hazards.CORE_NAMES[core]}: set by {_where(int(err.op))} and never waited "
         "for (msSanitizer synccheck reports it as an unpaired set_flag; it changes the state later kernels see).\n"
         f"  Fix: add sync_wait({Pipe(src)}, {Pipe(dst)}, {int(err.c)}) or remove the notify."
     )
@@ -175,6 +191,9 @@ def _error(state: State, err, code: Verdict) -> str:
     where = _where(op) + _loop_text(op, err.loop)
     a, b, c = int(err.a), int(err.b), int(err.c)
     if code is Verdict.SYNC_ERROR:
+        cross = cross_core_error(state, err, where)
+        if cross is not None:
+            return cross
         if a == SYNC_SET_TWICE:
             src, dst = divmod(c, 8)
             return (
@@ -204,10 +223,12 @@ def _granule_place(state: State, key: str, lo: int, hi: int) -> str:
         cols = int(np.prod(g.shape[1:])) if g.ndim > 1 else int(g.shape[0])
         first, last = divmod(lo * per // size, cols), divmod(((hi + 1) * per - 1) // size, cols)
         return f"GM tensor `{name}` granules {lo}..{hi} (elements {first}..{last} as (row, col), {per} B each)"
-    buffer = Buffer[key]
+    buffer = Buffer.UB if key.startswith("UB") else Buffer[key]
     start, end = lo * CHIP_GRANULE_BYTES, (hi + 1) * CHIP_GRANULE_BYTES
     tiles = [t for t in state.tiles if t.buffer is buffer and t.addr < end and start < t.end]
     names = ", ".join(f"`{t.name}`" for t in tiles[-2:]) or "no tile"
+    if buffer is Buffer.UB:
+        buffer = f"UB of AIV{key[2:]}"
     return f"{buffer} granules {lo}..{hi} (bytes [{start}, {end}), tile {names})"
 
 
@@ -245,11 +266,17 @@ def _race(state: State, err) -> str:
             "fixpipe ENABLE_UPDATE / STPhase.Final), or with sync_notify/sync_wait(M, FIX) and the flag off on "
             "both: a phase on one side only leaves them unordered (seed 000 rule 'pairing')."
         )
-    if other is not None:
+    if other is not None and other.core != me.core:
+        lines.append(
+            f"  Fix: the two ops run on different cores ({other.core}, {me.core}): set_cross_core(pipe={other.pipe}, "
+            f"event_id=id) on {other.core} after the {other.op} and wait_cross_core(pipe={me.pipe}, event_id=id) on "
+            f"{me.core} before the {me.op} (seed 002)."
+        )
+    elif other is not None:
         lines.append(
             f"  Fix: sync_notify({other.pipe}, {me.pipe}, id) after the {other.op} and sync_wait({other.pipe}, "
             f"{me.pipe}, id) before the {me.op}"
-            + (" (same pipe on another core: a cross-core event)" if other.pipe == me.pipe else "")
+            + (" (same pipe: a PipeBarrier orders it)" if other.pipe == me.pipe else "")
             + "."
         )
     if not state.options.poison_races:
@@ -276,6 +303,20 @@ def _warnings(state: State) -> list[str]:
             "(NZ2ND reads N first: set_mmad_direction('n'); Nz kept reads M first: set_mmad_direction('m')). "
             "The result is right, the unit-flag overlap is lost."
         )
+    op = int(state.warn_op[WARN_SET_PIPE])
+    if op >= 0:
+        out.append(
+            f"{_where(op)}: a cross-core set runs on a pipe other than the one of the data op before it; it may "
+            "signal before that op's data is out (seed 002: set on FIX after a move out of L0C, on MTE3 after a "
+            "store or insert, on V after vector compute)."
+        )
+    op = int(state.warn_op[WARN_WAIT_PIPE])
+    if op >= 0:
+        out.append(
+            f"{_where(op)}: a cross-core wait holds a pipe other than the one of the data op after it; on 950 that "
+            "op is not held (seed 002: wait on MTE2 before a GM load, on V before computing on UB a move filled, "
+            "on MTE1 before moving L1 -> L0)."
+        )
     return out
 
 
@@ -297,4 +338,4 @@ def report(state: State, index: int | None = None) -> Report:
         message = explain[code](state, err) if code in explain else _error(state, err, code)
         s = sites.site(int(err.op))
         location, op = (s.location, s.op) if s else (None, None)
-    return Report(code, message, location, op, _warnings(state), state.chip.name, summary(state))
+    return Report(code, message, location, op, _warnings(state), state.chip.name, summary(state), event_table(state))

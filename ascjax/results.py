@@ -41,10 +41,12 @@ MESSAGES = {
 }
 
 #: Names of the quantities a BOUNDS error can refer to (ErrorRecord.c indexes this).
-BOUNDS_WHAT = ("m", "k", "n", "row offset", "column offset", "event_id", "k (aligned)")
+BOUNDS_WHAT = ("m", "k", "n", "row offset", "column offset", "event_id", "k (aligned)", "TileGroup slot")
 #: SYNC_ERROR kinds (ErrorRecord.a).
 SYNC_SET_TWICE = 0
 SYNC_EVENT_RANGE = 1
+SYNC_CROSS_PENDING = 2  # a cross-core set while the id still holds an unconsumed signal
+SYNC_CROSS_MODE = 3  # set and wait of one cross-core id use different sync modes
 
 
 class AscjaxError(RuntimeError):

@@ -11,7 +11,7 @@ from . import dtypes
 from .chip import Chip, get_chip
 from .finish import finish
 from .options import Options
-from .program import Program
+from .program import _CURRENT, Program
 from .report import Report, report
 from .results import EXCEPTIONS, MESSAGES, Verdict
 from .state import State
@@ -65,7 +65,11 @@ def _execute(kernel, chip: Chip, options: Options, costs, inputs: dict, outputs:
             raise ValueError(f"GM tensor {name!r} is both an input and an output: name it once")
         gm[name] = jnp.zeros(shape, dtype)
     program = Program(chip, State.create(chip, gm, tuple(name for name, _ in outputs), options, costs))
-    kernel(program, **params)
+    _CURRENT.append(program)
+    try:
+        kernel(program, **params)
+    finally:
+        _CURRENT.pop()
     state = finish(program.state)
     return Result(outputs={name: state.gm[name] for name, _ in outputs}, state=state)
 

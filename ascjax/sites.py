@@ -55,8 +55,10 @@ def _caller() -> tuple[str, int]:
     return "<unknown>", 0
 
 
-def register(op: str, pipe: Pipe, detail: str = "", core: str = "AIC") -> int:
+def register(op: str, pipe: Pipe, detail: str = "", core: int | str = "AIC") -> int:
     """Register the op being issued from the caller's source line; return its id."""
+    if not isinstance(core, str):
+        core = ("AIC", "AIV0", "AIV1")[core]
     file, line = _caller()
     site_ = Site(op, Pipe(pipe), file, line, detail, core, _LOOP_DEPTH[0])
     if site_ not in _INDEX:

@@ -14,8 +14,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
 from .chip import Chip
+from .cross_core import CrossCore
 from .granules import buffer_granules, gm_grid
-from .hazards import N_GLOBAL_PIPES, READERS, TRACKED_ON_CHIP, Shadow, shadow_key
+from .hazards import N_CORES, N_GLOBAL_PIPES, READERS, TRACKED_ON_CHIP, Shadow, shadow_key
 from .kinds import N_PIPES, Buffer
 from .options import Options
 from .timing import Costs, Timeline, default_costs
@@ -23,18 +24,21 @@ from .timing import Costs, Timeline, default_costs
 #: Nesting depth of loops whose indices are recorded with errors.
 MAX_LOOP_DEPTH = 4
 #: Warning bits (the run still computes; the report lists them).
-N_WARNINGS = 1
+N_WARNINGS = 3
 WARN_DIRECTION = 0  # unit flag on, mmad direction differs from the fixpipe's read order
+WARN_SET_PIPE = 1  # a cross-core set on a pipe other than the one of the data op before it
+WARN_WAIT_PIPE = 2  # a cross-core wait on a pipe other than the one of the data op after it
 
 
 class WaitKind:
     UNIT_FLAG = 0  # waits for L0C unit-flag blocks
     FLAG = 1  # waits for a SetFlag bit (src pipe, dst pipe, event id)
     BARRIER = 2  # PIPE_ALL barrier waiting for a blocked pipe
+    CROSS_CORE = 3  # waits for a cross-core event (value: sync mode, count: event id, lo/hi: source cores)
 
 
 class PipeWait(eqx.Module):
-    """Per-pipe record of the wait that blocked it (op == -1: the pipe is running)."""
+    """Per-pipe record (every pipe of the block) of the wait that blocked it (op == -1: the pipe is running)."""
 
     op: Int[Array, " P"]
     seq: Int[Array, " P"]
@@ -48,11 +52,12 @@ class PipeWait(eqx.Module):
     hint_op: Int[Array, " P"]  # an op issued later that would have released the wait
     loop: Int[Array, "P L"]
     mask: Bool[Array, "P B"]  # the L0C blocks a unit-flag wait waits on
+    all_pipes: Bool[Array, " P"]  # the wait stops every pipe of its core (a cross-core wait on A2/A3)
 
     @staticmethod
     def empty(n_blocks: int) -> PipeWait:
-        neg = jnp.full((N_PIPES,), -1, jnp.int32)
-        zero = jnp.zeros((N_PIPES,), jnp.int32)
+        neg = jnp.full((N_GLOBAL_PIPES,), -1, jnp.int32)
+        zero = jnp.zeros((N_GLOBAL_PIPES,), jnp.int32)
         return PipeWait(
             op=neg,
             seq=zero,
@@ -64,8 +69,9 @@ class PipeWait(eqx.Module):
             last_op=neg,
             last_mode=zero,
             hint_op=neg,
-            loop=jnp.zeros((N_PIPES, MAX_LOOP_DEPTH), jnp.int32),
-            mask=jnp.zeros((N_PIPES, n_blocks), bool),
+            loop=jnp.zeros((N_GLOBAL_PIPES, MAX_LOOP_DEPTH), jnp.int32),
+            mask=jnp.zeros((N_GLOBAL_PIPES, n_blocks), bool),
+            all_pipes=jnp.zeros((N_GLOBAL_PIPES,), bool),
         )
 
     @property
@@ -106,13 +112,9 @@ class Aic(eqx.Module):
     uf_last_op: Int[Array, " B"]  # last mmad/fixpipe that touched each block
     uf_last_mode: Int[Array, " B"]  # and its unit_flag_mode
     uf_set_op: Int[Array, " B"]  # the UPDATE that last set each block to 1
-    flags: Bool[Array, "P P E"]  # SetFlag bits [src pipe, dst pipe, event id]
-    flag_op: Int[Array, "P P E"]  # the op that set each bit
-    wait: PipeWait
     mmad_direction: Int[Array, ""]  # 0: M first (SetMMColumnMajor), 1: N first (SetMMRowMajor)
     saturation: Bool[Array, ""]  # CTRL[48] == 0: inf -> +-max, NaN -> 0
     # happens-before edges carried by the sync hardware (vector clocks of the signaller)
-    flag_vc: Int[Array, "P P E G"]  # clock of the notify that set each SetFlag bit
     uf_vc: Int[Array, "B G"]  # clock of the UPDATE that last flipped each unit-flag block
     auto_vc: Int[Array, "B G"]  # clock of the last phase-less matmul per block (framework M->FIX sync)
     m_barrier: Int[Array, ""]  # the M pipe's own clock at its last PipeBarrier<PIPE_M>
@@ -120,7 +122,6 @@ class Aic(eqx.Module):
     @staticmethod
     def empty(chip: Chip) -> Aic:
         n_blocks = chip.l0c_blocks
-        shape = (N_PIPES, N_PIPES, chip.intra_event_ids)
         return Aic(
             l1={},
             l0a={},
@@ -131,19 +132,54 @@ class Aic(eqx.Module):
             uf_last_op=jnp.full((n_blocks,), -1, jnp.int32),
             uf_last_mode=jnp.zeros((n_blocks,), jnp.int32),
             uf_set_op=jnp.full((n_blocks,), -1, jnp.int32),
-            flags=jnp.zeros(shape, bool),
-            flag_op=jnp.full(shape, -1, jnp.int32),
-            wait=PipeWait.empty(n_blocks),
             mmad_direction=jnp.zeros((), jnp.int32),
             saturation=jnp.ones((), bool),
-            flag_vc=jnp.zeros((*shape, N_GLOBAL_PIPES), jnp.int32),
             uf_vc=jnp.zeros((n_blocks, N_GLOBAL_PIPES), jnp.int32),
             auto_vc=jnp.full((n_blocks, N_GLOBAL_PIPES), -1, jnp.int32),
             m_barrier=jnp.zeros((), jnp.int32),
         )
 
 
-_BUFFER_FIELD = {Buffer.L1: "l1", Buffer.L0A: "l0a", Buffer.L0B: "l0b", Buffer.L0C: "l0c", Buffer.BT: "bt"}
+class SyncFlags(eqx.Module):
+    """Intra-core SetFlag bits of every core: [core, src pipe, dst pipe, event id]."""
+
+    bits: Bool[Array, "C P P E"]
+    op: Int[Array, "C P P E"]  # the notify that set each bit
+    vc: Int[Array, "C P P E G"]  # that notify's vector clock (the edge a wait joins)
+
+    @staticmethod
+    def empty(chip: Chip) -> SyncFlags:
+        shape = (N_CORES, N_PIPES, N_PIPES, chip.intra_event_ids)
+        return SyncFlags(
+            bits=jnp.zeros(shape, bool),
+            op=jnp.full(shape, -1, jnp.int32),
+            vc=jnp.zeros((*shape, N_GLOBAL_PIPES), jnp.int32),
+        )
+
+
+class Issue(eqx.Module):
+    """Per core: the pipe of the last data op, and a cross-core wait not yet followed by one (for warnings)."""
+
+    data_pipe: Int[Array, " C"]  # -1: no data op yet
+    wait_op: Int[Array, " C"]  # -1: none pending
+    wait_pipe: Int[Array, " C"]
+
+    @staticmethod
+    def empty() -> Issue:
+        neg = jnp.full((N_CORES,), -1, jnp.int32)
+        return Issue(neg, neg, neg)
+
+
+_BUFFER_FIELD = {
+    Buffer.L1: "l1",
+    Buffer.L0A: "l0a",
+    Buffer.L0B: "l0b",
+    Buffer.L0C: "l0c",
+    Buffer.BT: "bt",
+    # the MX scale domains sit beside L0A / L0B (tile names are unique, so they share the dicts)
+    Buffer.SCALE_LEFT: "l0a",
+    Buffer.SCALE_RIGHT: "l0b",
+}
 
 
 class State(eqx.Module):
@@ -156,6 +192,12 @@ class State(eqx.Module):
     buffer_codes: tuple = eqx.field(static=True)  # shadow keys, in the order errors refer to them
     gm: dict[str, Array]
     aic: Aic
+    ub: tuple[dict[str, Array], dict[str, Array]]  # each AIV's UB tiles (same layout, own data)
+    wait: PipeWait  # what each blocked pipe of the block waits for
+    flags: SyncFlags
+    xc: CrossCore  # cross-core event counters
+    cursors: dict[str, Array]  # TileGroup cursors (slot of current())
+    issue_log: Issue
     vc: Int[Array, "G G"]  # vector clock of every pipe of the block
     costs: Costs  # the timing model's cost table (arrays: a vmap may sweep them)
     time: Timeline  # cycle clocks per pipe and the event trace
@@ -172,8 +214,11 @@ class State(eqx.Module):
         gm = {name: jnp.asarray(x) for name, x in gm.items()}
         shadows = {}
         if options.sanitize:
-            for buffer in TRACKED_ON_CHIP:
+            for buffer in (b for b in TRACKED_ON_CHIP if b in chip.buffer_bytes):
                 shadows[shadow_key(buffer)] = Shadow.empty((buffer_granules(chip, buffer),), len(READERS[buffer]))
+            for sub in (0, 1):
+                grid = (buffer_granules(chip, Buffer.UB),)
+                shadows[shadow_key(Buffer.UB, sub=sub)] = Shadow.empty(grid, len(READERS[Buffer.UB]))
             for name in outputs:
                 grid = gm_grid(tuple(gm[name].shape), jnp.dtype(gm[name].dtype).name, options.gm_granule_bytes)[:2]
                 shadows[shadow_key(Buffer.GM, name)] = Shadow.empty(grid, len(READERS[Buffer.GM]))
@@ -185,9 +230,20 @@ class State(eqx.Module):
             buffer_codes=tuple(shadows),
             gm=gm,
             aic=Aic.empty(chip),
+            ub=({}, {}),
+            wait=PipeWait.empty(chip.l0c_blocks),
+            flags=SyncFlags.empty(chip),
+            xc=CrossCore.empty(chip),
+            cursors={},
+            issue_log=Issue.empty(),
             vc=jnp.zeros((N_GLOBAL_PIPES, N_GLOBAL_PIPES), jnp.int32),
             costs=costs,
-            time=Timeline.empty((N_PIPES, N_PIPES, chip.intra_event_ids), chip.l0c_blocks, options.max_events),
+            time=Timeline.empty(
+                (N_CORES, N_PIPES, N_PIPES, chip.intra_event_ids),
+                chip.l0c_blocks,
+                chip.cross_event_ids,
+                options.max_events,
+            ),
             shadows=shadows,
             error=ErrorRecord.empty(),
             seq=jnp.zeros((), jnp.int32),
@@ -195,10 +251,15 @@ class State(eqx.Module):
             warn_op=jnp.full((N_WARNINGS,), -1, jnp.int32),
         )
 
-    def add_tile(self, tile) -> State:
-        """A state with storage for a newly allocated tile (zero-filled)."""
+    def add_tile(self, tile, depth: int | None = None) -> State:
+        """A state with storage for a newly allocated tile (zero-filled; a TileGroup stacks ``depth`` slots)."""
+        shape = tile.physical_shape if depth is None else (depth, *tile.physical_shape)
+        zeros = jnp.zeros(shape, tile.np_dtype)
+        if tile.buffer is Buffer.UB:
+            ub = tuple({**store, tile.name: zeros} for store in self.ub)
+            return dataclasses.replace(self, ub=ub, tiles=(*self.tiles, tile))
         field = _BUFFER_FIELD[tile.buffer]
-        store = {**getattr(self.aic, field), tile.name: jnp.zeros(tile.physical_shape, tile.np_dtype)}
+        store = {**getattr(self.aic, field), tile.name: zeros}
         aic = dataclasses.replace(self.aic, **{field: store})
         return dataclasses.replace(self, aic=aic, tiles=(*self.tiles, tile))
 
@@ -207,16 +268,33 @@ class State(eqx.Module):
         hits = [t for t in self.tiles if t.buffer is buffer and t.addr == addr]
         return hits[-1] if hits else None
 
-    def tile(self, tile) -> Array:
-        """The physical array of a tile."""
-        store = getattr(self.aic, _BUFFER_FIELD[tile.buffer])
+    def _store(self, tile, sub: int | None):
+        if tile.buffer is Buffer.UB:
+            if sub not in (0, 1):
+                raise ValueError(f"{tile} is in UB, which each AIV has its own of: name the sub-block (0 or 1)")
+            return self.ub[sub]
+        return getattr(self.aic, _BUFFER_FIELD[tile.buffer])
+
+    def tile(self, tile, sub: int | None = None) -> Array:
+        """The physical array of a tile (a UB tile: of AIV ``sub``; a TileGroup slot: that slot)."""
+        store = self._store(tile, sub)
         if tile.name not in store:
             raise ValueError(f"{tile} was not allocated in this kernel's state")
-        return store[tile.name]
+        data = store[tile.name]
+        slot = getattr(tile, "slot", None)
+        return data if slot is None else data[slot]
 
-    def with_tile(self, tile, value) -> State:
+    def with_tile(self, tile, value, sub: int | None = None) -> State:
         """A state whose tile holds ``value`` (same shape and dtype)."""
+        value = value.astype(tile.np_dtype).reshape(tile.physical_shape)
+        slot = getattr(tile, "slot", None)
+        store = dict(self._store(tile, sub))
+        if slot is not None:  # a TileGroup slot; one whose index was out of range writes nothing
+            value = jnp.where(tile.ok, value, store[tile.name][slot])
+            value = store[tile.name].at[slot].set(value)
+        store[tile.name] = value
+        if tile.buffer is Buffer.UB:
+            ub = tuple(store if i == sub else self.ub[i] for i in (0, 1))
+            return eqx.tree_at(lambda s: s.ub, self, ub)
         field = _BUFFER_FIELD[tile.buffer]
-        store = dict(getattr(self.aic, field))
-        store[tile.name] = value.astype(tile.np_dtype).reshape(tile.physical_shape)
         return eqx.tree_at(lambda s: getattr(s.aic, field), self, store)

@@ -10,7 +10,7 @@ import time
 import ascjax as aj
 
 KERNELS = pathlib.Path(__file__).resolve().parent.parent / "kernels"
-FILES = ["mmad_int8.py", "unit_flag.py", "phases.py", "matmul.py"]
+FILES = ["mmad_int8.py", "unit_flag.py", "phases.py", "matmul.py", "matmul_softmax.py", "vec_cube.py"]
 
 
 def main() -> int:

@@ -104,8 +104,9 @@ def _mmad_kernel(a_dtype, b_dtype, c_dtype):
         ),
         ("a2", ("float16", "float16", "int32"), ValueError, r"accumulates in float32.*is int32"),
         ("a2", ("int8", "int8", "float32"), ValueError, r"accumulates in int32"),
-        ("950", ("float8_e4m3fn", "float8_e4m3fn", "float32"), NotImplementedError, r"does not emulate yet"),
-        ("a2", ("float8_e4m3fn", "float8_e4m3fn", "float32"), ValueError, r"not supported on chip a2"),
+        ("950", ("int4", "int4", "int32"), ValueError, r"not supported on chip 950 \(int4 x int4 is a chip a2/a3 comb"),
+        ("a2", ("float8_e4m3fn", "float8_e5m2", "float32"), ValueError, r"not supported on chip a2 \(float8_e4m3fn x"),
+        ("a3", ("hifloat8", "hifloat8", "float32"), ValueError, r"not supported on chip a3 \(hifloat8 x hifloat8 is a"),
     ],
 )
 def test_mmad_dtype_combinations(chip, dtypes, error, match):
@@ -116,6 +117,10 @@ def test_mmad_dtype_combinations(chip, dtypes, error, match):
 def test_supported_dtype_combinations_run():
     for a, c in (("float16", "float32"), ("bfloat16", "float32"), ("float32", "float32"), ("int8", "int32")):
         assert aj.run(_mmad_kernel(a, a, c), {}, {}, chip="a2", sanitize=False).ok  # operands never loaded
+    # the good twins of the low-precision rejections above (their numerics: tests/test_low_precision_mmad.py)
+    assert aj.run(_mmad_kernel("int4", "int4", "int32"), {}, {}, chip="a3", sanitize=False).ok
+    assert aj.run(_mmad_kernel("float8_e4m3fn", "float8_e5m2", "float32"), {}, {}, chip="950", sanitize=False).ok
+    assert aj.run(_mmad_kernel("hifloat8", "hifloat8", "float32"), {}, {}, chip="950", sanitize=False).ok
 
 
 def test_chip_table():

@@ -144,10 +144,11 @@ def test_no_run_beats_physics(cube, mte2, latency, fix):
     """Whatever the cost table, a run takes at least its cube work at peak and its bytes at each bandwidth."""
     case = matmul_case()
     costs = aj.timing.default_costs(aj.get_chip("a2")).replace(
-        cube_macs_per_cycle=jnp.array([cube, 2 * cube, cube / 4]),
+        # f16, int8, f32, fp8/hif8, int4, MX fp8, MX fp4 (timing.CUBE_*)
+        cube_macs_per_cycle=jnp.array([cube, 2 * cube, cube / 4, 2 * cube, 4 * cube, 2 * cube, 4 * cube]),
         mte2_bytes_per_cycle=mte2,
         gm_read_latency_cycles=latency,
-        fix_elements_per_cycle=jnp.array([fix, 2 * fix, fix]),
+        fix_elements_per_cycle=jnp.array([fix, 2 * fix, fix, 2 * fix]),  # f32, f16/bf16, int32, 8-bit
     )
     state = _physics_run(case, costs)
     total = float(jnp.max(state.time.pipe_t))

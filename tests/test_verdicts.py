@@ -96,7 +96,7 @@ def test_pipe_all_barrier_behind_a_blocked_pipe_blocks_everything():
 
     rep = verdict_of(kernel).report()
     assert rep.verdict is aj.Verdict.DEADLOCK and rep.op == "sync_wait"
-    assert "AIC.S is stuck at sync_pipe" in rep.message and "waits for pipe MTE1" in rep.message
+    assert "AIC.S is stuck at sync_pipe" in rep.message and "waits for pipe AIC.MTE1" in rep.message
     assert "AIC.FIX" not in rep.message  # later ops were never issued, so FIX never waited
 
 

@@ -1,5 +1,6 @@
 """Pure ops: each is ``state -> state``, jit-able and usable inside ``lax.scan``."""
 
+from .cross_core import set_cross_core, wait_cross_core
 from .cube import mmad
 from .fixpipe import (
     MMAD_DIRECTION_M,
@@ -9,13 +10,33 @@ from .fixpipe import (
     set_l0c_copy_config,
     set_mmad_direction,
 )
+from .mmad_mx import copy_l12scale, matmul_mx, matmul_mx_acc, mmad_mx
 from .move import copy_gm2l1, copy_gm2l1_nd2nz, copy_l12bt, copy_l12l0a, copy_l12l0b
-from .pypto import matmul, matmul_acc, store
+from .pypto import matmul, matmul_acc, move_to_vec, store
 from .sync import sync_notify, sync_pipe, sync_wait
+from .ub_move import AccToVecMode, copy_gm2ub, copy_l0c2ub, copy_ub2gm, copy_ub2l1, split
 from .unit_flag import AccPhase, STPhase, UnitFlagMode
+from .vector import RoundMode, binary, cast, expand, fill, reduce_rows, round_cast, unary
 
 __all__ = [
     "AccPhase",
+    "AccToVecMode",
+    "RoundMode",
+    "binary",
+    "cast",
+    "copy_gm2ub",
+    "copy_l0c2ub",
+    "copy_ub2gm",
+    "copy_ub2l1",
+    "expand",
+    "fill",
+    "move_to_vec",
+    "reduce_rows",
+    "round_cast",
+    "set_cross_core",
+    "split",
+    "unary",
+    "wait_cross_core",
     "MMAD_DIRECTION_M",
     "MMAD_DIRECTION_N",
     "STPhase",
@@ -29,6 +50,10 @@ __all__ = [
     "matmul",
     "matmul_acc",
     "mmad",
+    "mmad_mx",
+    "matmul_mx",
+    "matmul_mx_acc",
+    "copy_l12scale",
     "set_ctrl_saturation",
     "set_l0c_copy_config",
     "set_mmad_direction",

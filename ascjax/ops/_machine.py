@@ -9,22 +9,56 @@ import numpy as np
 from .. import granules, hazards, timing
 from ..kinds import Buffer, Pipe
 from ..results import Verdict
-from ..state import State
+from ..state import WARN_WAIT_PIPE, State
+
+AIC = hazards.AIC
 
 
-def issue(state: State, pipe: Pipe) -> tuple[State, jnp.ndarray]:
-    """Count the op and say whether it executes: its pipe and the scalar unit are not blocked.
+def core_of(sub: int | None) -> int:
+    """The core an op runs on: the AIC for ``sub=None``, AIV0 / AIV1 for ``sub`` 0 / 1."""
+    if sub is None:
+        return AIC
+    if sub not in (0, 1):
+        raise ValueError(f"sub-block index must be 0 or 1 (an AI Core has two AIVs), got {sub!r}")
+    return hazards.AIV0 + sub
 
-    An executing op advances its pipe's own vector-clock component (program order).
+
+def core_running(state: State, core: int) -> jnp.ndarray:
+    """No wait that stops every pipe of ``core`` (the scalar unit's, or a cross-core wait on A2/A3) is pending."""
+    w = state.wait
+    first = hazards.gpipe(core, Pipe.S)
+    pipes = slice(first, first + len(Pipe))
+    return ~w.blocked[first] & ~jnp.any(w.blocked[pipes] & w.all_pipes[pipes])
+
+
+def issue(state: State, pipe: Pipe, core: int = AIC, data: bool = True) -> tuple[State, jnp.ndarray]:
+    """Count the op and say whether it executes: neither its pipe nor its core is blocked.
+
+    An executing op advances its pipe's own vector-clock component (program order). A data
+    op (``data=True``: not a sync op) settles the pipe check of a cross-core wait before it.
     """
-    blocked = state.aic.wait.blocked
-    active = ~blocked[int(pipe)] & ~blocked[int(Pipe.S)]
+    g = hazards.gpipe(core, pipe)
+    active = ~state.wait.blocked[g] & core_running(state, core)
     state = eqx.tree_at(lambda s: s.seq, state, state.seq + 1)
-    return hazards.tick(state, hazards.AIC, pipe, active), active
+    if data:
+        log = state.issue_log
+        pending = log.wait_op[core]
+        state = warn(state, active & (pending >= 0) & (log.wait_pipe[core] != int(pipe)), WARN_WAIT_PIPE, pending)
+        new = type(log)(
+            data_pipe=log.data_pipe.at[core].set(jnp.where(active, int(pipe), log.data_pipe[core])),
+            wait_op=log.wait_op.at[core].set(jnp.where(active, -1, pending)),
+            wait_pipe=log.wait_pipe,
+        )
+        state = eqx.tree_at(lambda s: s.issue_log, state, new)
+    return hazards.tick(state, core, pipe, active), active
 
 
-def fail(state: State, cond, code: Verdict, op: int, pipe: Pipe, a=0, b=0, c=0, d=0, e=0, core=0) -> State:
-    """Record error ``code`` when ``cond`` holds and no error was recorded before."""
+def fail(state: State, cond, code: Verdict, op: int, pipe: Pipe, a=0, b=0, c=0, d=0, e=0, core=0, seq=None) -> State:
+    """Record error ``code`` when ``cond`` holds and no error was recorded before.
+
+    ``seq`` dates the error earlier than the current op (an error that belongs to a wait
+    issued before, so that it wins over that wait's deadlock).
+    """
     err = state.error
     first = jnp.asarray(cond) & (err.code == Verdict.OK)
 
@@ -34,7 +68,7 @@ def fail(state: State, cond, code: Verdict, op: int, pipe: Pipe, a=0, b=0, c=0, 
     new = type(err)(
         code=pick(int(code), err.code),
         op=pick(op, err.op),
-        seq=pick(state.seq, err.seq),
+        seq=pick(state.seq if seq is None else seq, err.seq),
         core=pick(core, err.core),
         pipe=pick(int(pipe), err.pipe),
         a=pick(a, err.a),
@@ -61,10 +95,15 @@ def block(
     last_op=-1,
     last_mode=0,
     mask=None,
+    core: int = AIC,
+    all_pipes=False,
 ) -> State:
-    """Block ``pipe`` for the rest of the run when ``cond`` holds, recording what it waits for."""
-    w = state.aic.wait
-    p = int(pipe)
+    """Block ``pipe`` of ``core`` for the rest of the run when ``cond`` holds, recording what it waits for.
+
+    With ``all_pipes`` the wait stops every pipe of the core (a cross-core wait on A2/A3).
+    """
+    w = state.wait
+    p = hazards.gpipe(core, pipe)
     cond = jnp.asarray(cond) & ~w.blocked[p]
 
     def put(arr, new):
@@ -83,15 +122,16 @@ def block(
         hint_op=w.hint_op,
         loop=w.loop.at[p].set(jnp.where(cond, state.loop, w.loop[p])),
         mask=w.mask if mask is None else w.mask.at[p].set(jnp.where(cond, mask, w.mask[p])),
+        all_pipes=put(w.all_pipes, all_pipes),
     )
-    return eqx.tree_at(lambda s: s.aic.wait, state, new)
+    return eqx.tree_at(lambda s: s.wait, state, new)
 
 
 def hint_release(state: State, releases, op: int) -> State:
     """Note ``op`` as the first later op that would have released each blocked pipe in ``releases``."""
-    w = state.aic.wait
+    w = state.wait
     first = jnp.asarray(releases) & w.blocked & (w.hint_op < 0)
-    return eqx.tree_at(lambda s: s.aic.wait.hint_op, state, jnp.where(first, op, w.hint_op))
+    return eqx.tree_at(lambda s: s.wait.hint_op, state, jnp.where(first, op, w.hint_op))
 
 
 def warn(state: State, cond, bit: int, op: int) -> State:
@@ -120,14 +160,31 @@ def static_int(x) -> int | None:
         return None
 
 
-def touch_tile(state: State, tile, pipe: Pipe, op: int, *, write: bool, active, row0=0, rows=None, col0=0, cols=None):
-    """Race/initialisation check of an access to a region of ``tile`` (default: all of it)."""
+def touch_tile(
+    state: State,
+    tile,
+    pipe: Pipe,
+    op: int,
+    *,
+    write: bool,
+    active,
+    row0=0,
+    rows=None,
+    col0=0,
+    cols=None,
+    core: int = AIC,
+    sub: int | None = None,
+):
+    """Race/initialisation check of an access by (``core``, ``pipe``) to a region of ``tile`` (default: all).
+
+    A UB tile names its AIV with ``sub``; a TileGroup slot adds its (traced) slot offset.
+    """
     if not state.options.sanitize:
         return state, jnp.asarray(False)
-    first, mask = granules.tile_window(tile, row0, rows, col0, cols)
-    key = hazards.shadow_key(tile.buffer)
+    first, mask = granules.tile_window(tile, row0, rows, col0, cols)  # a slot's offset included
+    key = hazards.shadow_key(tile.buffer, sub=sub)
     return hazards.access(
-        state, key, hazards.READERS[tile.buffer], mask, hazards.AIC, pipe, op, write=write, active=active, start=first
+        state, key, hazards.READERS[tile.buffer], mask, core, pipe, op, write=write, active=active, start=first
     )
 
 
@@ -145,6 +202,7 @@ def touch_gm(
     cols=None,
     max_rows=None,
     max_cols=None,
+    core: int = AIC,
 ):
     """Race/initialisation check of an access to a region of GM tensor ``name`` (inputs are not tracked).
 
@@ -164,7 +222,7 @@ def touch_gm(
         shape, jnp.dtype(g.dtype).name, state.options.gm_granule_bytes, row0, rows, col0, cols, max_rows, max_cols
     )
     return hazards.access(
-        state, key, hazards.READERS[Buffer.GM], mask, hazards.AIC, pipe, op, write=write, active=active, start=start
+        state, key, hazards.READERS[Buffer.GM], mask, core, pipe, op, write=write, active=active, start=start
     )
 
 
@@ -176,6 +234,6 @@ def poison(value, racy, options):
     return jnp.where(racy, jnp.asarray(bad, value.dtype), value)
 
 
-def clock_op(state: State, pipe: Pipe, op: int, active, cost, ready=0.0, reason=0, from_op=-1):
-    """Advance ``pipe``'s cycle clock for an executed op; returns (state, start, end)."""
-    return timing.schedule(state, hazards.gpipe(hazards.AIC, pipe), op, active, cost, ready, reason, from_op)
+def clock_op(state: State, pipe: Pipe, op: int, active, cost, ready=0.0, reason=0, from_op=-1, core: int = AIC):
+    """Advance the cycle clock of (``core``, ``pipe``) for an executed op; returns (state, start, end)."""
+    return timing.schedule(state, hazards.gpipe(core, pipe), op, active, cost, ready, reason, from_op)

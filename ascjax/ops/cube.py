@@ -1,4 +1,7 @@
-"""``mmad``: C = A x B + C on the cube (pipe M), with the full ``asc_mmad`` parameter surface."""
+"""``mmad``: C = A x B + C on the cube (pipe M), with the full ``asc_mmad`` parameter surface.
+
+:func:`mmad_core` also runs ``MmadMx`` (E8M0-scaled MX operands, see ``ops/mmad_mx.py``).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import dtypes, granules, hazards, sites, timing
-from ..chip import LOW_PRECISION_DTYPES
+from ..chip import CHIPS
+from ..formats import mx as mx_format
+from ..formats import values
 from ..hazards import AIC
 from ..kinds import Buffer, Format, Pipe
 from ..layout import from_fractal, to_fractal
@@ -26,22 +31,28 @@ def _ceil16(x):
     return (x + 15) // 16 * 16
 
 
-def check_dtypes(chip, a: Tile, b: Tile, c: Tile, bias: Tile | None) -> str:
-    """Trace-time check of the (a, b) -> c combination against the chip's mmad table."""
+def check_dtypes(chip, a: Tile, b: Tile, c: Tile, bias: Tile | None, *, mx: bool = False) -> str:
+    """Trace-time check of the (a, b) -> c combination against the chip's mmad (or MmadMx) table."""
     pair = (a.dtype, b.dtype)
-    if pair not in chip.mmad_dtypes:
-        valid = ", ".join(f"{x} x {y} -> {z}" for (x, y), z in chip.mmad_dtypes.items())
+    rule = "mmad_mx dtypes" if mx else "mmad dtypes"
+    table = chip.mmad_mx_dtypes if mx else chip.mmad_dtypes
+    if pair not in table:
+        elsewhere = [
+            other.name for other in CHIPS.values() if pair in (other.mmad_mx_dtypes if mx else other.mmad_dtypes)
+        ]
+        hint = f" ({pair[0]} x {pair[1]} is a chip {'/'.join(elsewhere)} combination)" if elsewhere else ""
+        if not table:
+            raise ValueError(
+                f"rule '{rule}': chip {chip.name} (arch {chip.arch}) has no MX matmul (MmadMx / matmul_mx): "
+                f"it is a chip 950 instruction{hint}"
+            )
+        valid = ", ".join(f"{x} x {y} -> {z}" for (x, y), z in table.items())
         raise ValueError(
-            f"rule 'mmad dtypes': {pair[0]} x {pair[1]} is not supported on chip {chip.name}; valid: {valid}"
+            f"rule '{rule}': {pair[0]} x {pair[1]} is not supported on chip {chip.name}{hint}; valid: {valid}"
         )
-    if set(pair) & LOW_PRECISION_DTYPES:
-        raise NotImplementedError(
-            f"mmad {pair[0]} x {pair[1]} is a chip {chip.name} combination that ascjax does not emulate yet "
-            "(fp8 / hifloat8 / int4 / MX arrive with the low-precision numerics release)"
-        )
-    c_dtype = chip.mmad_dtypes[pair]
+    c_dtype = table[pair]
     if c.dtype != c_dtype:
-        raise ValueError(f"rule 'mmad dtypes': {pair[0]} x {pair[1]} accumulates in {c_dtype}, but C {c} is {c.dtype}")
+        raise ValueError(f"rule '{rule}': {pair[0]} x {pair[1]} accumulates in {c_dtype}, but C {c} is {c.dtype}")
     if bias is not None and bias.dtype != c_dtype:
         raise ValueError(f"rule 'bias dtype': the bias must have C's dtype {c_dtype}, but {bias} is {bias.dtype}")
     return c_dtype
@@ -84,8 +95,45 @@ def mmad(
     (``c_matrix_init_val``), the BiasTable row at address 0 (``c_matrix_source``), the explicit
     ``bias`` tile, or else L0C's contents. ``unit_flag_mode`` (DISABLE / ENABLE_KEEP /
     ENABLE_UPDATE, or an AccPhase) may be traced. With m == 1 the cube runs GEMV and reads A
-    as ND (on 950 unless ``disable_gemv``).
+    as ND (on 950 unless ``disable_gemv``). Low-precision operands (fp8, hifloat8 on 950;
+    int4 on A2/A3) are decoded exactly and accumulated like the others.
     """
+    return mmad_core(
+        state,
+        c,
+        a,
+        b,
+        m,
+        k,
+        n,
+        unit_flag_mode=unit_flag_mode,
+        disable_gemv=disable_gemv,
+        c_matrix_source=c_matrix_source,
+        c_matrix_init_val=c_matrix_init_val,
+        bias=bias,
+        k_direction_align=k_direction_align,
+    )
+
+
+def mmad_core(
+    state: State,
+    c: Tile,
+    a: Tile,
+    b: Tile,
+    m,
+    k,
+    n,
+    *,
+    unit_flag_mode=None,
+    disable_gemv=False,
+    c_matrix_source=False,
+    c_matrix_init_val=False,
+    bias: Tile | None = None,
+    k_direction_align: bool = False,
+    mx: tuple[Tile, Tile] | None = None,
+) -> State:
+    """:func:`mmad`, or with ``mx=(scale_a, scale_b)`` an ``MmadMx`` whose blocks of 32 K elements
+    are scaled by the E8M0 tiles (their static rules are checked by the caller, ``ops/mmad_mx.py``)."""
     chip = state.chip
     _expect(c, Buffer.L0C, "c")
     _expect(a, Buffer.L0A, "a")
@@ -96,9 +144,14 @@ def mmad(
             not (c_matrix_source is True or c_matrix_init_val is True),
             "mmad with an explicit bias tile initialises C from it: leave c_matrix_source / c_matrix_init_val unset",
         )
-    c_dtype = check_dtypes(chip, a, b, c, bias)
+    c_dtype = check_dtypes(chip, a, b, c, bias, mx=mx is not None)
     mode = mode_value(unit_flag_mode)
-    op = sites.register("mmad", Pipe.M, f"{c} = {a} x {b}" + (f" + bias {bias}" if bias is not None else ""))
+    product = f"{a} x {b}" if mx is None else f"({mx[0]} ⊗ {a}) x ({mx[1]} ⊗ {b})"
+    op = sites.register(
+        "mmad" if mx is None else "mmad_mx",
+        Pipe.M,
+        f"{c} = {product}" + (f" + bias {bias}" if bias is not None else ""),
+    )
 
     # static checks of the valid sizes where they are known at trace time
     limits = {
@@ -160,6 +213,9 @@ def mmad(
     )
     state, racy_b = touch_tile(state, b, Pipe.M, op, write=False, active=execute, rows=k, cols=n)
     racy = racy_a | racy_b
+    for scale in mx or ():
+        state, racy_s = touch_tile(state, scale, Pipe.M, op, write=False, active=execute)
+        racy = racy | racy_s
     from_bt = jnp.asarray(False)
     if bt_tile is not None:
         from_bt = (
@@ -172,7 +228,7 @@ def mmad(
     state, racy_c = touch_tile(state, c, Pipe.M, op, write=False, active=execute & reads_c, rows=m_pad, cols=n_pad)
     state, _ = touch_tile(state, c, Pipe.M, op, write=True, active=execute, rows=m_pad, cols=n_pad)
     racy = racy | racy_c
-    state = _clock_mmad(state, c, a, op, execute, mode, mask, m, k, n, m_pad, n_pad)
+    state = _clock_mmad(state, c, a, op, execute, mode, mask, m, k, n, m_pad, n_pad, mx is not None)
 
     # the product over C's padded shape; K beyond the valid k never contributes
     mc, nc = c.padded
@@ -183,9 +239,13 @@ def mmad(
     b_nd = jnp.pad(b_nd[:kw, :nc], ((0, 0), (0, max(0, nc - b_nd.shape[1]))))
     k_valid = jnp.arange(kw) < k
     acc_dtype = jnp.dtype(c_dtype)
-    a_nd = jnp.where(k_valid[None, :], a_nd.astype(acc_dtype), 0)
-    b_nd = jnp.where(k_valid[:, None], b_nd.astype(acc_dtype), 0)
-    prod = jax.lax.dot(a_nd, b_nd, precision=jax.lax.Precision.HIGHEST, preferred_element_type=acc_dtype)
+    # element values (hifloat8 / fp4 e1m2 codes decoded; fp8, fp4 e2m1, int4 converted exactly)
+    a_nd = jnp.where(k_valid[None, :], values.decode(a_nd, a.dtype).astype(acc_dtype), 0)
+    b_nd = jnp.where(k_valid[:, None], values.decode(b_nd, b.dtype).astype(acc_dtype), 0)
+    if mx is None:
+        prod = jax.lax.dot(a_nd, b_nd, precision=jax.lax.Precision.HIGHEST, preferred_element_type=acc_dtype)
+    else:
+        prod = _mx_product(state, mx, a_nd, b_nd)
 
     c_old = from_fractal(state.tile(c), Format.NZ)
     init = c_old
@@ -205,7 +265,27 @@ def mmad(
     return write_tile(state, c, to_fractal(c_new, Format.NZ, 16), execute, racy)
 
 
-def _clock_mmad(state: State, c: Tile, a: Tile, op: int, execute, mode, mask, m, k, n, m_pad, n_pad) -> State:
+def _mx_product(state: State, mx: tuple[Tile, Tile], a_nd, b_nd):
+    """(scale_a ⊗ A) x (scale_b ⊗ B) over C's padded shape (rows/columns of C past the A/B tiles, where
+    the operands are zero, take scale 1.0)."""
+    scale_a, scale_b = mx
+    mc, kw = a_nd.shape
+    nc = b_nd.shape[1]
+    kb = kw // mx_format.BLOCK
+    one = mx_format.E8M0_BIAS  # the E8M0 code of 1.0
+
+    def fit(codes, rows, cols):
+        codes = codes[:rows, :cols]
+        return jnp.pad(codes, ((0, rows - codes.shape[0]), (0, cols - codes.shape[1])), constant_values=one)
+
+    sa = fit(mx_format.scale_codes(from_fractal(state.tile(scale_a), Format.ZZ)), mc, kb)
+    sb = fit(mx_format.scale_codes(from_fractal(state.tile(scale_b), Format.NN)), kb, nc)
+    return mx_format.block_scaled_dot(a_nd, b_nd, sa, sb)
+
+
+def _clock_mmad(
+    state: State, c: Tile, a: Tile, op: int, execute, mode, mask, m, k, n, m_pad, n_pad, mx: bool = False
+) -> State:
     """Cycle cost of an mmad and, with UPDATE, when each C fractal's flag flips (in compute order)."""
     costs = state.costs
     t = state.time
@@ -213,7 +293,7 @@ def _clock_mmad(state: State, c: Tile, a: Tile, op: int, execute, mode, mask, m,
     waited = jnp.max(jnp.where(mask, t.uf_t, 0.0)) + costs.unit_flag_latency_cycles
     ready = jnp.where(enabled, waited, 0.0)
     k0 = dtypes.k0(a.dtype)
-    rate = costs.cube_macs_per_cycle[timing.cube_class(a.dtype)]
+    rate = costs.cube_macs_per_cycle[timing.cube_class(a.dtype, mx)]
     k_pad = (jnp.asarray(k) + k0 - 1) // k0 * k0
     cube = (m_pad * n_pad * k_pad).astype(jnp.float32) / rate
     prev = t.pipe_t[hazards.gpipe(AIC, Pipe.M)]
@@ -245,7 +325,7 @@ def _small_tile_rule(state: State, c: Tile, op: int, accumulates, m_pad, n_pad) 
         return state
     first, mask = granules.tile_window(c, 0, m_pad, 0, n_pad)
     sh = jax.tree_util.tree_map(
-        lambda x: x[first : first + mask.shape[0]], state.shadows[hazards.shadow_key(Buffer.L0C)]
+        lambda x: jax.lax.dynamic_slice_in_dim(x, first, mask.shape[0]), state.shadows[hazards.shadow_key(Buffer.L0C)]
     )
     small = (m_pad // 16) * (n_pad // 16) < 10
     hazard = mask & (sh.w_pipe == hazards.gpipe(AIC, Pipe.M)) & (sh.w_time > state.aic.m_barrier)

@@ -1,13 +1,15 @@
-"""``fixpipe`` (pipe FIX): L0C -> GM with Nz -> ND conversion, ReLU and f32 -> f16/bf16 cast,
-plus the fixpipe/cube configuration ops that live on the scalar pipe."""
+"""``fixpipe`` (pipe FIX): L0C -> GM with Nz -> ND conversion, ReLU, casts and quantisation
+(``ascjax.formats.quant``), plus the fixpipe/cube configuration ops that live on the scalar pipe."""
 
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import hazards, sites, timing
+from ..formats import quant
 from ..hazards import AIC
 from ..kinds import Buffer, Format, Pipe
 from ..layout import from_fractal, to_fractal
@@ -20,7 +22,42 @@ from .unit_flag import handshake, mode_value, region_mask, tile_blocks
 MMAD_DIRECTION_M = 0  # SetMMColumnMajor / asc_set_mmad_direction_m: M first
 MMAD_DIRECTION_N = 1  # SetMMRowMajor / asc_set_mmad_direction_n: N first
 
-_OUT_DTYPES = {"float32": ("float32", "float16", "bfloat16"), "int32": ("int32",)}
+_HIF8_NAN = 0x80
+
+
+def _concrete(x):
+    """``x`` as a NumPy array when its value is known at trace time, else None."""
+    try:
+        return np.asarray(x)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+def _scale_operand(state: State, scale):
+    """(scale values, kind) of a ``quant_scale``: None, a scalar ("tensor") or a vector ("channel")."""
+    if scale is None:
+        return None, None
+    if isinstance(scale, str):
+        _need(scale in state.gm, f"quant_scale names GM tensor {scale!r}, which is not an input of this kernel")
+        _need(
+            scale not in state.gm_outputs,
+            f"quant_scale GM tensor {scale!r} is a kernel output: per-channel scales are read-only inputs",
+        )
+        scale = state.gm[scale]
+    values = _concrete(scale)  # before jnp.asarray: inside a trace that would stage a constant
+    scale = jnp.asarray(scale)
+    _need(
+        jnp.issubdtype(scale.dtype, jnp.floating),
+        f"quant_scale holds float scales (the hardware reads float32 bits 13..31), got dtype {scale.dtype}",
+    )
+    if scale.ndim == 2 and scale.shape[0] == 1:
+        scale = scale[0]
+    _need(scale.ndim <= 1, f"quant_scale is one scale or a vector of per-column scales, got shape {scale.shape}")
+    _need(
+        values is None or bool(np.all(np.isfinite(values))),
+        "rule 'quant scale': a quantisation scale must be finite (the 950 fixpipe rejects inf/NaN scales)",
+    )
+    return scale.astype(jnp.float32), ("tensor" if scale.ndim == 0 else "channel")
 
 
 def fixpipe(
@@ -37,13 +74,25 @@ def fixpipe(
     nz2nd: bool = True,
     relu: bool = False,
     unit_flag_mode=None,
+    quant_scale=None,
+    quant_mode: str | None = None,
+    quant_offset: int = 0,
 ) -> State:
     """``asc_copy_l0c2gm``: move the (m x n) region at (src_row, src_col) of L0C tile ``src`` to GM.
 
     ``nz2nd=True`` (CFG_ROW_MAJOR) writes ND at (dst_row, dst_col) of the 2-D GM tensor ``dst``;
-    ``nz2nd=False`` (CFG_NZ) keeps Nz: ``dst`` is then 4-D (n/16, m/16, 16, 16). The dtype of
-    ``dst`` selects the cast (f32 -> f16/bf16 rounds to nearest even, CAST_RINT). ``m``, ``n``,
+    ``nz2nd=False`` (CFG_NZ) keeps Nz: ``dst`` is then 4-D (n/16, m/16, 16, 16). ``m``, ``n``,
     ``dst_row``, ``dst_col`` and ``unit_flag_mode`` may be traced.
+
+    The L0C dtype and the dtype of ``dst`` select the conversion (docs/numerics.md): f32 -> f16 /
+    bf16 (F322F16 / F322BF16, round to nearest even), f32 -> int8/uint8 (QF322B8_PRE), int32 ->
+    f16 (DEQF16), int32 -> int8/uint8 (REQ8); on 950 also f32 -> float8_e4m3fn (QF322FP8_PRE),
+    int32 -> bf16 (QS322BF16_PRE) and scaled f32 -> f32/f16/bf16. ``quant_mode`` names the mode
+    (needed for HiFloat8, held as uint8: ``"QF322HIF8_PRE"``; a ``V`` prefix is implied by a
+    vector scale). ``quant_scale`` is one scale (float, traced allowed) or one per output column
+    (a 1-D array, or the name of a 1-D float32 GM input); the hardware reads it in (1, 8, 10)
+    format. ``quant_offset`` (in [-256, 255]) is added by the int8/uint8 modes. Float outputs
+    follow CTRL[48] (``set_ctrl_saturation``); ``relu`` zeroes negative L0C values.
     """
     _expect(src, Buffer.L0C, "src")
     _need(dst in state.gm, f"GM tensor {dst!r} is not an input or output of this kernel: have {sorted(state.gm)}")
@@ -52,15 +101,29 @@ def fixpipe(
         f"GM tensor {dst!r} is a kernel input, and inputs are read-only: declare it in outputs (workspaces too)",
     )
     g = state.gm[dst]
-    out_dtype = jnp.dtype(g.dtype).name
-    if out_dtype not in _OUT_DTYPES[src.dtype]:
-        if src.dtype == "float32" and out_dtype in ("int8", "uint8", "float8_e4m3fn", "float8_e5m2"):
-            raise NotImplementedError(
-                f"fixpipe quantisation {src.dtype} -> {out_dtype} arrives with the low-precision numerics release"
-            )
-        raise ValueError(
-            f"rule 'fixpipe dtypes': {src} converts to {'/'.join(_OUT_DTYPES[src.dtype])}, but GM tensor {dst!r} is {out_dtype}"
-        )
+    scale, scale_kind = _scale_operand(state, quant_scale)
+    q, out_dtype = quant.resolve(
+        src.dtype,
+        jnp.dtype(g.dtype).name,
+        arch=state.chip.arch,
+        chip=state.chip.name,
+        mode=quant_mode,
+        scale=scale_kind,
+    )
+    lo, hi = quant.OFFSET_RANGE
+    _need(
+        isinstance(quant_offset, (int, np.integer)) and lo <= quant_offset <= hi,
+        f"rule 'quant offset': quant_offset is a static 9-bit integer in [{lo}, {hi}], got {quant_offset!r}",
+    )
+    _need(
+        quant_offset == 0 or q.offset,
+        f"rule 'quant offset': only the int8/uint8 modes (QF322B8_PRE, REQ8) add an offset, not {q.name}",
+    )
+    _need(
+        nz2nd or jnp.dtype(g.dtype).itemsize >= 2,
+        f"fixpipe keeping Nz with an 8-bit output ({out_dtype}) merges channels into 16 x 32 fractals, which "
+        "ascjax does not model: use nz2nd=True",
+    )
     mode = mode_value(unit_flag_mode)
     m = src.rows - src_row if m is None else m
     n = src.cols - src_col if n is None else n
@@ -141,10 +204,19 @@ def fixpipe(
     else:
         state, _ = touch_gm(state, dst, Pipe.FIX, op, write=True, active=execute)
     data = from_fractal(state.tile(src), Format.NZ)[src_row : src_row + win_r, src_col : src_col + win_c]
-    data = poison(data, racy, state.options)
-    if relu:
-        data = jnp.maximum(data, 0)
-    data = data.astype(g.dtype)
+    if scale_kind == "channel":  # scale j applies to output column j of the region
+        limit = static_int(n) if static_int(n) is not None else win_c
+        _need(
+            scale.shape[0] >= limit,
+            f"rule 'quant scale': the per-channel scale vector has {scale.shape[0]} entries, but the fixpipe "
+            f"moves {limit} columns" + ("" if static_int(n) is not None else " (n is traced: the whole window)"),
+        )
+        scale = jnp.pad(scale[:win_c], (0, max(0, win_c - scale.shape[0])), constant_values=1.0)
+    data = quant.apply(data, q, out_dtype, scale=scale, offset=quant_offset, relu=relu, saturate=state.aic.saturation)
+    if out_dtype == "hifloat8":  # its NaN code, not uint8's poison
+        data = jnp.where(jnp.asarray(racy) & state.options.poison_races, jnp.uint8(_HIF8_NAN), data)
+    else:
+        data = poison(data, racy, state.options)
     if nz2nd:
         rows_ok = jnp.arange(win_r) < m
         cols_ok = jnp.arange(win_c) < n
@@ -173,7 +245,7 @@ def _clock_fixpipe(state: State, src, op: int, execute, mode, nz2nd, row0, m, co
     flipped = jnp.maximum(state.time.uf_t[blocks[..., 0]], state.time.uf_t[blocks[..., 1]])
     ready = jnp.where(mode != 0, flipped + costs.unit_flag_latency_cycles, 0.0)
     if nz2nd:  # read row of fractals by row of fractals
-        present, ready, ids = present.T, ready.T, np.transpose(blocks, (1, 0, 2))
+        present, ready, ids = present.T, ready.T, jnp.transpose(jnp.asarray(blocks), (1, 0, 2))
     else:
         ids = blocks
     present, ready, ids = present.reshape(-1), ready.reshape(-1), ids.reshape(-1, 2)
@@ -199,7 +271,7 @@ def set_l0c_copy_config(
     state, active = issue(state, Pipe.S)
     state, _, _ = clock_op(state, Pipe.S, op, active, state.costs.scalar_cycles)
     clean = active & jnp.asarray(is_clean_unit_flag)
-    w = state.aic.wait
+    w = state.wait
     releases = clean & (w.kind == WaitKind.UNIT_FLAG) & (w.value == 0)
     state = hint_release(state, releases, op)
     flags = jnp.where(clean, 0, state.aic.unit_flag)

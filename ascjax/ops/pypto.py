@@ -18,9 +18,11 @@ from ..hazards import AIC
 from ..kinds import Buffer, Pipe
 from ..memory import Tile
 from ..state import State
+from ._machine import core_running
 from .cube import mmad
 from .fixpipe import fixpipe
 from .move import _expect, _need
+from .ub_move import AccToVecMode, copy_l0c2ub
 from .unit_flag import mode_value, region_mask
 
 
@@ -31,7 +33,7 @@ def _no_phase(phase):
 def _auto_set(state: State, c: Tile, rows: int, cols: int, when) -> State:
     """The framework's set_flag(M -> FIX) after a phase-less matmul: its blocks remember the M clocks."""
     mask = region_mask(c, state.chip, 0, -(-rows // 16) * 16, 0, -(-cols // 16) * 16)
-    issued = when & ~state.aic.wait.blocked[int(Pipe.M)] & ~state.aic.wait.blocked[int(Pipe.S)]
+    issued = when & ~state.wait.blocked[hazards.gpipe(AIC, Pipe.M)] & core_running(state, AIC)
     done_at = state.time.pipe_t[hazards.gpipe(AIC, Pipe.M)]
     state = eqx.tree_at(lambda s: s.time.auto_t, state, jnp.where(issued & mask, done_at, state.time.auto_t))
     if not state.options.sanitize:
@@ -44,7 +46,7 @@ def _auto_set(state: State, c: Tile, rows: int, cols: int, when) -> State:
 def _auto_wait(state: State, c: Tile, row0, rows, col0, cols, when) -> State:
     """The framework's wait_flag(M -> FIX) before a phase-less store of blocks a phase-less matmul wrote."""
     mask = region_mask(c, state.chip, row0, rows, col0, cols)
-    issued = when & ~state.aic.wait.blocked[int(Pipe.FIX)] & ~state.aic.wait.blocked[int(Pipe.S)]
+    issued = when & ~state.wait.blocked[hazards.gpipe(AIC, Pipe.FIX)] & core_running(state, AIC)
     ready = jnp.max(jnp.where(mask, state.time.auto_t, 0.0)) + state.costs.flag_latency_cycles
     state, _, _ = timing.schedule(state, hazards.gpipe(AIC, Pipe.FIX), -1, issued, 0.0, ready, timing.REASON_AUTO_SYNC)
     if not state.options.sanitize:
@@ -77,8 +79,23 @@ def matmul_acc(state: State, dst: Tile, acc: Tile, lhs: Tile, rhs: Tile, *, phas
     return _auto_set(state, dst, lhs.rows, rhs.cols, _no_phase(phase))
 
 
-def store(state: State, dst: str, src: Tile, offsets=(0, 0), *, phase=None, relu: bool = False) -> State:
-    """``pl.store`` of an L0C tile to GM (fixpipe, Nz -> ND) at ``offsets`` (row, col; traced allowed)."""
+def store(state: State, dst: str, src: Tile, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None) -> State:
+    """``pl.store`` of an L0C tile to GM (fixpipe, Nz -> ND) at ``offsets`` (row, col; traced allowed).
+
+    ``scale`` is the fixpipe quantisation scale: a float (per tensor) or a GM vector name (per
+    channel), see ``fixpipe(quant_scale=...)``.
+    """
     _expect(src, Buffer.L0C, "src")
     state = _auto_wait(state, src, 0, src.rows, 0, src.cols, _no_phase(phase))
-    return fixpipe(state, dst, src, dst_row=offsets[0], dst_col=offsets[1], relu=relu, unit_flag_mode=phase)
+    return fixpipe(
+        state, dst, src, dst_row=offsets[0], dst_col=offsets[1], relu=relu, unit_flag_mode=phase, quant_scale=scale
+    )
+
+
+def move_to_vec(
+    state: State, dst: Tile, src: Tile, *, acc_to_vec_mode=AccToVecMode.SingleModeVec0, phase=None, relu: bool = False
+) -> State:
+    """``pl.move`` of an L0C tile to the AIVs' UB (FIX), split by ``acc_to_vec_mode``; phases as for ``store``."""
+    _expect(src, Buffer.L0C, "src")
+    state = _auto_wait(state, src, 0, src.rows, 0, src.cols, _no_phase(phase))
+    return copy_l0c2ub(state, dst, src, acc_to_vec_mode=acc_to_vec_mode, relu=relu, unit_flag_mode=phase)

@@ -11,20 +11,22 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import hazards, sites, timing
-from ..hazards import AIC
-from ..kinds import AIC_FLAG_PAIRS, N_PIPES, Pipe
+from ..hazards import AIC, CORE_NAMES
+from ..kinds import AIC_FLAG_PAIRS, AIV_FLAG_PAIRS, N_PIPES, Pipe
 from ..results import SYNC_EVENT_RANGE, SYNC_SET_TWICE, Verdict
 from ..state import State, WaitKind
-from ._machine import block, clock_op, fail, hint_release, issue, static_int
+from ._machine import block, clock_op, core_of, fail, hint_release, issue, static_int
 from .move import _need
 
 
-def _pair(state: State, src, dst, event_id, what: str):
+def _pair(state: State, src, dst, event_id, what: str, core: int):
     src, dst = Pipe.parse(src), Pipe.parse(dst)
+    legal = AIC_FLAG_PAIRS if core == AIC else AIV_FLAG_PAIRS
     _need(
-        (src, dst) in AIC_FLAG_PAIRS,
-        f"rule 'flag pipes': {what}({src} -> {dst}) is not a legal pair on the AIC; legal: "
-        + ", ".join(f"{a}->{b}" for a, b in sorted(AIC_FLAG_PAIRS)),
+        (src, dst) in legal,
+        f"rule 'flag pipes': {what}({src} -> {dst}) is not a legal pair on the {CORE_NAMES[core][:3]}; legal: "
+        + ", ".join(f"{a}->{b}" for a, b in sorted(legal))
+        + ("" if core == AIC else " (cube pipes M/MTE1/FIX are not on a vector core; use a cross-core event)"),
     )
     ev = static_int(event_id)
     n = state.chip.intra_event_ids
@@ -33,50 +35,65 @@ def _pair(state: State, src, dst, event_id, what: str):
     return src, dst
 
 
-def _event(state: State, active, op, pipe, event_id):
+def _event(state: State, active, op, pipe, event_id, core: int):
     """Range check of a (possibly traced) event id; returns state, ok bit and a safe index."""
     n = state.chip.intra_event_ids
     ev = jnp.asarray(event_id, jnp.int32)
     ok = (ev >= 0) & (ev < n)
-    state = fail(state, active & ~ok, Verdict.SYNC_ERROR, op, pipe, a=SYNC_EVENT_RANGE, b=ev, c=n)
+    state = fail(state, active & ~ok, Verdict.SYNC_ERROR, op, pipe, a=SYNC_EVENT_RANGE, b=ev, c=n, core=core)
     return state, ok, jnp.clip(ev, 0, n - 1)
 
 
-def sync_notify(state: State, src, dst, event_id) -> State:
-    """``asc_sync_notify`` / ``SetFlag<SRC_DST>(id)``: on pipe ``src``, set the flag for ``dst``."""
-    src, dst = _pair(state, src, dst, event_id, "sync_notify")
-    op = sites.register("sync_notify", src, f"{src} -> {dst} event {event_id}")
-    state, active = issue(state, src)
-    state, ok, ev = _event(state, active, op, src, event_id)
+def sync_notify(state: State, src, dst, event_id, *, sub: int | None = None) -> State:
+    """``asc_sync_notify`` / ``SetFlag<SRC_DST>(id)``: on pipe ``src``, set the flag for ``dst``.
+
+    ``sub`` None: on the AIC; 0 or 1: on that AIV (its own flags and pipes).
+    """
+    core = core_of(sub)
+    src, dst = _pair(state, src, dst, event_id, "sync_notify", core)
+    op = sites.register("sync_notify", src, f"{src} -> {dst} event {event_id}", core=core)
+    state, active = issue(state, src, core, data=False)
+    state, ok, ev = _event(state, active, op, src, event_id, core)
     run = active & ok
-    aic = state.aic
-    already = aic.flags[src, dst, ev]
-    state = fail(state, run & already, Verdict.SYNC_ERROR, op, src, a=SYNC_SET_TWICE, b=ev, c=int(src) * 8 + int(dst))
-    w = state.aic.wait
-    releases = run & (w.kind == WaitKind.FLAG) & (w.lo == int(src)) & (w.hi == int(dst)) & (w.count == ev)
+    f = state.flags
+    at = (core, src, dst, ev)
+    already = f.bits[at]
+    state = fail(
+        state, run & already, Verdict.SYNC_ERROR, op, src, a=SYNC_SET_TWICE, b=ev, c=int(src) * 8 + int(dst), core=core
+    )
+    w = state.wait
+    g_dst = hazards.gpipe(core, dst)
+    releases = (
+        run
+        & (jnp.arange(w.op.shape[0]) == g_dst)
+        & (w.kind == WaitKind.FLAG)
+        & (w.lo == int(src))
+        & (w.hi == int(dst))
+        & (w.count == ev)
+    )
     state = hint_release(state, releases, op)
-    flags = aic.flags.at[src, dst, ev].set(aic.flags[src, dst, ev] | run)
-    flag_op = aic.flag_op.at[src, dst, ev].set(jnp.where(run, op, aic.flag_op[src, dst, ev]))
     # the flag carries the notifier's clock: everything src did before is ordered before the wait
-    flag_vc = aic.flag_vc.at[src, dst, ev].set(
-        jnp.where(run, hazards.clock(state, AIC, src), aic.flag_vc[src, dst, ev])
+    new = type(f)(
+        bits=f.bits.at[at].set(already | run),
+        op=f.op.at[at].set(jnp.where(run, op, f.op[at])),
+        vc=f.vc.at[at].set(jnp.where(run, hazards.clock(state, core, src), f.vc[at])),
     )
-    state, _, set_at = clock_op(state, src, op, run, 0.0)  # sets once src's earlier work is done
-    flag_t = state.time.flag_t.at[src, dst, ev].set(jnp.where(run, set_at, state.time.flag_t[src, dst, ev]))
-    return eqx.tree_at(
-        lambda s: (s.aic.flags, s.aic.flag_op, s.aic.flag_vc, s.time.flag_t), state, (flags, flag_op, flag_vc, flag_t)
-    )
+    state, _, set_at = clock_op(state, src, op, run, 0.0, core=core)  # sets once src's earlier work is done
+    flag_t = state.time.flag_t.at[at].set(jnp.where(run, set_at, state.time.flag_t[at]))
+    return eqx.tree_at(lambda s: (s.flags, s.time.flag_t), state, (new, flag_t))
 
 
-def sync_wait(state: State, src, dst, event_id) -> State:
+def sync_wait(state: State, src, dst, event_id, *, sub: int | None = None) -> State:
     """``asc_sync_wait`` / ``WaitFlag<SRC_DST>(id)``: pipe ``dst`` waits for the flag, then clears it."""
-    src, dst = _pair(state, src, dst, event_id, "sync_wait")
-    op = sites.register("sync_wait", dst, f"{src} -> {dst} event {event_id}")
-    state, active = issue(state, dst)
-    state, ok, ev = _event(state, active, op, dst, event_id)
+    core = core_of(sub)
+    src, dst = _pair(state, src, dst, event_id, "sync_wait", core)
+    op = sites.register("sync_wait", dst, f"{src} -> {dst} event {event_id}", core=core)
+    state, active = issue(state, dst, core, data=False)
+    state, ok, ev = _event(state, active, op, dst, event_id, core)
     run = active & ok
-    aic = state.aic
-    is_set = aic.flags[src, dst, ev]
+    f = state.flags
+    at = (core, src, dst, ev)
+    is_set = f.bits[at]
     state = block(
         state,
         run & ~is_set,
@@ -87,47 +104,50 @@ def sync_wait(state: State, src, dst, event_id) -> State:
         lo=int(src),
         hi=int(dst),
         count=ev,
-        last_op=aic.flag_op[src, dst, ev],
+        last_op=f.op[at],
+        core=core,
     )
-    flags = aic.flags.at[src, dst, ev].set(is_set & ~run)
-    state = hazards.join(state, AIC, dst, aic.flag_vc[src, dst, ev], when=run & is_set)
-    ready = state.time.flag_t[src, dst, ev] + state.costs.flag_latency_cycles
-    state, _, _ = clock_op(state, dst, op, run & is_set, 0.0, ready, timing.REASON_FLAG, aic.flag_op[src, dst, ev])
-    return eqx.tree_at(lambda s: s.aic.flags, state, flags)
+    bits = f.bits.at[at].set(is_set & ~run)
+    state = hazards.join(state, core, dst, f.vc[at], when=run & is_set)
+    ready = state.time.flag_t[at] + state.costs.flag_latency_cycles
+    state, _, _ = clock_op(state, dst, op, run & is_set, 0.0, ready, timing.REASON_FLAG, f.op[at], core=core)
+    return eqx.tree_at(lambda s: s.flags.bits, state, bits)
 
 
-def sync_pipe(state: State, pipe) -> State:
+def sync_pipe(state: State, pipe, *, sub: int | None = None) -> State:
     """``asc_sync_pipe`` / ``PipeBarrier<pipe>``: order one pipe, or with "ALL" wait for every pipe.
 
     PIPE_ALL orders every later op of the core after every earlier one; behind a blocked pipe
     it never completes and blocks the scalar unit (and so every pipe). A single-pipe barrier
     orders that pipe's own ops, which only matters for the M pipe's small-tile rule.
     """
+    core = core_of(sub)
     if str(pipe).upper().removeprefix("PIPE_") == "ALL":
-        op = sites.register("sync_pipe", Pipe.S, "PIPE_ALL")
-        state, active = issue(state, Pipe.S)
-        w = state.aic.wait
-        stuck = w.blocked & (jnp.arange(w.op.shape[0]) != int(Pipe.S))
-        first = jnp.argmin(jnp.where(stuck, w.seq, jnp.iinfo(jnp.int32).max))
-        state = block(state, active & jnp.any(stuck), Pipe.S, op, WaitKind.BARRIER, first, last_op=w.op[first])
-        done = active & ~jnp.any(stuck)
-        core = slice(hazards.gpipe(AIC, 0), hazards.gpipe(AIC, 0) + N_PIPES)
-        state, _, end = clock_op(state, Pipe.S, op, done, 0.0, jnp.max(state.time.pipe_t[core]), timing.REASON_BARRIER)
-        pipe_t = state.time.pipe_t.at[core].set(
-            jnp.where(done, jnp.maximum(state.time.pipe_t[core], end), state.time.pipe_t[core])
+        op = sites.register("sync_pipe", Pipe.S, "PIPE_ALL", core=core)
+        state, active = issue(state, Pipe.S, core, data=False)
+        w = state.wait
+        pipes = slice(hazards.gpipe(core, 0), hazards.gpipe(core, 0) + N_PIPES)
+        stuck = w.blocked[pipes] & (jnp.arange(N_PIPES) != int(Pipe.S))
+        first = jnp.argmin(jnp.where(stuck, w.seq[pipes], jnp.iinfo(jnp.int32).max))
+        state = block(
+            state, active & jnp.any(stuck), Pipe.S, op, WaitKind.BARRIER, first, last_op=w.op[pipes][first], core=core
         )
+        done = active & ~jnp.any(stuck)
+        t = state.time.pipe_t[pipes]
+        state, _, end = clock_op(state, Pipe.S, op, done, 0.0, jnp.max(t), timing.REASON_BARRIER, core=core)
+        pipe_t = state.time.pipe_t.at[pipes].set(jnp.where(done, jnp.maximum(state.time.pipe_t[pipes], end), t))
         state = eqx.tree_at(lambda s: s.time.pipe_t, state, pipe_t)
         if state.options.sanitize:
-            merged = jnp.max(state.vc[core], axis=0)
-            vc = state.vc.at[core].set(jnp.where(done, jnp.maximum(state.vc[core], merged[None, :]), state.vc[core]))
+            merged = jnp.max(state.vc[pipes], axis=0)
+            vc = state.vc.at[pipes].set(jnp.where(done, jnp.maximum(state.vc[pipes], merged[None, :]), state.vc[pipes]))
             state = eqx.tree_at(lambda s: s.vc, state, vc)
         return state
     pipe = Pipe.parse(pipe)
     _need(pipe is not Pipe.S, "rule 'barrier pipe': PipeBarrier orders one pipe or PIPE_ALL, not PIPE_S")
-    op = sites.register("sync_pipe", pipe, f"PIPE_{pipe}")
-    state, active = issue(state, pipe)
-    state, _, _ = clock_op(state, pipe, op, active, 0.0)
-    if pipe is Pipe.M:
+    op = sites.register("sync_pipe", pipe, f"PIPE_{pipe}", core=core)
+    state, active = issue(state, pipe, core, data=False)
+    state, _, _ = clock_op(state, pipe, op, active, 0.0, core=core)
+    if pipe is Pipe.M and core == AIC:
         own = hazards.clock(state, AIC, Pipe.M)[hazards.gpipe(AIC, Pipe.M)]
         state = eqx.tree_at(lambda s: s.aic.m_barrier, state, jnp.where(active, own, state.aic.m_barrier))
     return state

@@ -64,11 +64,13 @@ def mode_name(value: int) -> str:
         return f"mode {int(value)}"
 
 
-def tile_blocks(tile: Tile, chip) -> np.ndarray:
-    """Global block index of every (n1, m1, half) of an Nz L0C tile."""
+def tile_blocks(tile: Tile, chip):
+    """Global block index of every (n1, m1, half) of an Nz L0C tile (traced for a TileGroup slot)."""
     n1, m1 = tile.physical_shape[:2]
     local = np.arange(n1 * m1 * 2).reshape(n1, m1, 2)
-    return (tile.addr // chip.unit_flag_block_bytes) + local
+    ids = (tile.addr // chip.unit_flag_block_bytes) + local
+    slot = getattr(tile, "slot", None)
+    return ids if slot is None else ids + slot * (tile.stride_bytes // chip.unit_flag_block_bytes)
 
 
 def region_mask(tile: Tile, chip, row0, rows, col0, cols) -> jnp.ndarray:
@@ -122,7 +124,7 @@ def handshake(state: State, active, op: int, pipe: Pipe, mask, mode, want: int) 
         own = hazards.clock(state, AIC, pipe)
         state = eqx.tree_at(lambda s: s.aic.uf_vc, state, jnp.where((update & mask)[:, None], own[None, :], aic.uf_vc))
     # a pipe blocked waiting for the value this op sets would have been released by it
-    w = state.aic.wait
+    w = state.wait
     releases = update & (w.kind == WaitKind.UNIT_FLAG) & (w.value == 1 - want) & jnp.any(w.mask & mask, axis=1)
     state = hint_release(state, releases, op)
     sets = update & mask if want == 0 else jnp.zeros_like(mask)

@@ -1,0 +1,223 @@
+"""Data paths of the vector cores: GM <-> UB (MTE2 / MTE3), UB -> L1 ``insert`` (MTE3, ND -> Nz),
+and L0C -> UB ``move`` (the cube's FIX pipe, honouring unit flags, split between the AIVs).
+
+``acc_to_vec_mode`` (PyPTO-Pro ``move``) decides which AIV receives which part of the L0C
+region: ``SingleModeVec0``/``SingleModeVec1`` send all of it to one AIV; ``DualModeSplitM``
+gives AIV0 the first ceil(M/2) rows and AIV1 the rest (M=33 -> 17/16); ``DualModeSplitN``
+splits whole 16-column fractals, AIV0 taking ceil(fractals/2) of them (N=33 -> 32/1,
+N=65 -> 48/17, N<=16 all on AIV0). Each part lands at (0, 0) of the AIV's ``dst`` tile.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .. import sites, timing
+from ..kinds import Buffer, Format, Pipe
+from ..layout import from_fractal, pad_to, to_fractal
+from ..memory import Tile
+from ..state import WARN_DIRECTION, State
+from ._machine import clock_op, core_of, issue, poison, touch_gm, touch_tile, warn
+from .fixpipe import MMAD_DIRECTION_N
+from .move import _expect, _need, checked_offsets
+from .unit_flag import handshake, mode_value, region_mask
+
+
+class AccToVecMode(enum.IntEnum):
+    """PyPTO-Pro ``acc_to_vec_mode`` of ``move`` out of L0C."""
+
+    SingleModeVec0 = 0
+    SingleModeVec1 = 1
+    DualModeSplitM = 2
+    DualModeSplitN = 3
+
+
+def split(mode: AccToVecMode, m: int, n: int) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+    """Per AIV: (row0, rows, col0, cols) of the L0C region it receives (rows or cols 0: nothing)."""
+    mode = AccToVecMode(mode)
+    if mode is AccToVecMode.SingleModeVec0:
+        return (0, m, 0, n), (0, 0, 0, 0)
+    if mode is AccToVecMode.SingleModeVec1:
+        return (0, 0, 0, 0), (0, m, 0, n)
+    if mode is AccToVecMode.DualModeSplitM:
+        top = -(-m // 2)
+        return (0, top, 0, n), (top, m - top, 0, n)
+    fractals = -(-n // 16)
+    left = min(-(-fractals // 2) * 16, n)
+    return (0, m, 0, left), (0, m, left, n - left)
+
+
+def _gm(state: State, name: str, write: bool):
+    _need(name in state.gm, f"GM tensor {name!r} is not an input or output of this kernel: have {sorted(state.gm)}")
+    if write:
+        _need(
+            name in state.gm_outputs,
+            f"GM tensor {name!r} is a kernel input, and inputs are read-only: declare it in outputs (workspaces too)",
+        )
+    g = state.gm[name]
+    _need(g.ndim == 2, f"GM tensor {name!r} must be 2-D (ND) for a UB copy, has shape {g.shape}")
+    return g
+
+
+def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, sub: int) -> State:
+    """MTE2 of AIV ``sub``: load the ``dst``-shaped window at (row, col) of GM tensor ``src`` (traced offsets allowed)."""
+    _expect(dst, Buffer.UB, "dst")
+    g = _gm(state, src, write=False)
+    _need(g.dtype == dst.np_dtype, f"GM tensor {src!r} is {g.dtype} but {dst} is {dst.dtype}: a load does not convert")
+    rows, cols = dst.rows, dst.cols
+    _need(
+        rows <= g.shape[0] and cols <= g.shape[1],
+        f"rule 'bounds': {dst} is larger than GM tensor {src!r} of shape {tuple(g.shape)}",
+    )
+    core = core_of(sub)
+    op = sites.register("copy_gm2ub", Pipe.MTE2, f"{src}[{row}:+{rows}, {col}:+{cols}] -> {dst}", core=core)
+    state, active = issue(state, Pipe.MTE2, core)
+    state, ok = checked_offsets(
+        state, active, op, Pipe.MTE2, (row, col), (g.shape[0] - rows, g.shape[1] - cols), (1, 1), (3, 4)
+    )
+    execute = active & ok
+    state, racy = touch_gm(
+        state, src, Pipe.MTE2, op, write=False, active=execute, row0=row, rows=rows, col0=col, cols=cols, core=core
+    )
+    state, _ = touch_tile(state, dst, Pipe.MTE2, op, write=True, active=execute, core=core, sub=sub)
+    window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
+    window = poison(window, racy, state.options)
+    state = state.with_tile(dst, jnp.where(execute, window, state.tile(dst, sub)), sub)
+    c = state.costs
+    cost = c.gm_read_latency_cycles + dst.nbytes / c.mte2_bytes_per_cycle
+    state, _, _ = clock_op(state, Pipe.MTE2, op, execute, cost, core=core)
+    return state
+
+
+def copy_ub2gm(state: State, dst: str, src: Tile, *, row=0, col=0, rows=None, cols=None, sub: int) -> State:
+    """MTE3 of AIV ``sub``: store the top-left (rows x cols) of UB tile ``src`` at (row, col) of GM tensor ``dst``."""
+    _expect(src, Buffer.UB, "src")
+    g = _gm(state, dst, write=True)
+    _need(g.dtype == src.np_dtype, f"GM tensor {dst!r} is {g.dtype} but {src} is {src.dtype}: a store does not convert")
+    rows = src.rows if rows is None else rows
+    cols = src.cols if cols is None else cols
+    _need(
+        0 < rows <= min(src.rows, g.shape[0]) and 0 < cols <= min(src.cols, g.shape[1]),
+        f"rule 'bounds': a {rows}x{cols} store does not fit {src} or GM tensor {dst!r} of shape {tuple(g.shape)}",
+    )
+    core = core_of(sub)
+    op = sites.register("copy_ub2gm", Pipe.MTE3, f"{src}[:{rows}, :{cols}] -> {dst}[{row}, {col}]", core=core)
+    state, active = issue(state, Pipe.MTE3, core)
+    state, ok = checked_offsets(
+        state, active, op, Pipe.MTE3, (row, col), (g.shape[0] - rows, g.shape[1] - cols), (1, 1), (3, 4)
+    )
+    execute = active & ok
+    state, racy = touch_tile(
+        state, src, Pipe.MTE3, op, write=False, active=execute, rows=rows, cols=cols, core=core, sub=sub
+    )
+    state, _ = touch_gm(
+        state, dst, Pipe.MTE3, op, write=True, active=execute, row0=row, rows=rows, col0=col, cols=cols, core=core
+    )
+    data = poison(state.tile(src, sub)[:rows, :cols], racy, state.options)
+    start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
+    old = jax.lax.dynamic_slice(g, start, (rows, cols))
+    new = jax.lax.dynamic_update_slice(g, jnp.where(execute, data, old), start)
+    state = eqx.tree_at(lambda s: s.gm[dst], state, new)
+    c = state.costs
+    cost = c.gm_write_latency_cycles + rows * cols * g.dtype.itemsize / c.mte3_bytes_per_cycle
+    state, _, _ = clock_op(state, Pipe.MTE3, op, execute, cost, core=core)
+    return state
+
+
+def copy_ub2l1(state: State, dst: Tile, src: Tile, *, row: int = 0, col: int = 0, sub: int) -> State:
+    """``insert`` (TINSERT, MTE3 of AIV ``sub``): UB tile ``src`` (ND) into L1 tile ``dst`` at (row, col), ND -> Nz."""
+    _expect(src, Buffer.UB, "src")
+    _expect(dst, Buffer.L1, "dst")
+    _need(src.dtype == dst.dtype, f"insert does not convert: {src} vs {dst}")
+    unit_r, unit_c = (16, dst.c0) if dst.fmt is Format.NZ else (1, 1)
+    _need(
+        isinstance(row, int) and isinstance(col, int) and row % unit_r == 0 and col % unit_c == 0,
+        f"rule 'fractal alignment': insert offset ({row}, {col}) into {dst} must be a static multiple of "
+        f"({unit_r}, {unit_c})",
+    )
+    _need(
+        row + src.rows <= dst.padded[0] and col + src.cols <= dst.padded[1],
+        f"rule 'bounds': {src} at ({row}, {col}) does not fit {dst}",
+    )
+    core = core_of(sub)
+    op = sites.register("insert", Pipe.MTE3, f"{src} -> {dst}[{row}, {col}]", core=core)
+    state, active = issue(state, Pipe.MTE3, core)
+    state, racy = touch_tile(state, src, Pipe.MTE3, op, write=False, active=active, core=core, sub=sub)
+    span_c = min(-(-src.cols // unit_c) * unit_c, dst.padded[1] - col)
+    state, _ = touch_tile(
+        state, dst, Pipe.MTE3, op, write=True, active=active, row0=row, rows=src.rows, col0=col, cols=span_c, core=core
+    )
+    nd = from_fractal(state.tile(dst), dst.fmt)
+    part = poison(pad_to(state.tile(src, sub), src.rows, span_c), racy, state.options)
+    nd = jax.lax.dynamic_update_slice(nd, part.astype(nd.dtype), (row, col))
+    state = state.with_tile(dst, jnp.where(active, to_fractal(nd, dst.fmt, dst.c0), state.tile(dst)))
+    cost = src.rows * span_c * src.np_dtype.itemsize / state.costs.ub_to_l1_bytes_per_cycle
+    state, _, _ = clock_op(state, Pipe.MTE3, op, active, cost, core=core)
+    return state
+
+
+def copy_l0c2ub(
+    state: State,
+    dst: Tile,
+    src: Tile,
+    *,
+    acc_to_vec_mode: AccToVecMode = AccToVecMode.SingleModeVec0,
+    m: int | None = None,
+    n: int | None = None,
+    relu: bool = False,
+    unit_flag_mode=None,
+) -> State:
+    """``move`` L0C -> UB on the cube's FIX pipe: the (m x n) top-left of ``src`` (Nz) to the AIVs' ``dst`` (ND).
+
+    The cast follows ``dst``'s dtype (f32 -> f16/bf16 round to nearest even). With the unit
+    flag on it waits for the mmad's UPDATE like ``fixpipe`` (``STPhase``).
+    """
+    _expect(src, Buffer.L0C, "src")
+    _expect(dst, Buffer.UB, "dst")
+    allowed = ("float32", "float16", "bfloat16") if src.dtype == "float32" else ("int32",)
+    _need(dst.dtype in allowed, f"rule 'move dtypes': {src} converts to {'/'.join(allowed)}, not {dst.dtype}")
+    m = src.rows if m is None else m
+    n = src.cols if n is None else n
+    _need(
+        isinstance(m, int) and isinstance(n, int) and 0 < m <= src.rows and 0 < n <= src.cols,
+        f"rule 'bounds': move of a {m}x{n} region out of {src} (static sizes within the tile)",
+    )
+    mode_enum = AccToVecMode(acc_to_vec_mode)
+    parts = split(mode_enum, m, n)
+    for sub, (_, rows, _, cols) in enumerate(parts):
+        _need(
+            rows == 0 or (rows <= dst.rows and cols <= dst.cols),
+            f"rule 'move split': {mode_enum.name} sends a {rows}x{cols} part of {src} to AIV{sub}, which does not "
+            f"fit {dst}",
+        )
+    uf_mode = mode_value(unit_flag_mode)
+    op = sites.register("move", Pipe.FIX, f"{src}[:{m}, :{n}] -> {dst} {mode_enum.name}")
+    state, active = issue(state, Pipe.FIX)
+    state = warn(
+        state, active & (uf_mode != 0) & (state.aic.mmad_direction != MMAD_DIRECTION_N), WARN_DIRECTION, op
+    )  # the move converts Nz -> ND: it reads along N
+    mask = region_mask(src, state.chip, 0, m, 0, n)
+    state, execute = handshake(state, active, op, Pipe.FIX, mask, uf_mode, want=1)
+    state, racy = touch_tile(state, src, Pipe.FIX, op, write=False, active=execute, rows=m, cols=n)
+    data = poison(from_fractal(state.tile(src), Format.NZ), racy, state.options)
+    if relu:
+        data = jnp.maximum(data, 0)
+    for sub, (r0, rows, c0, cols) in enumerate(parts):
+        if rows == 0 or cols == 0:
+            continue
+        state, _ = touch_tile(state, dst, Pipe.FIX, op, write=True, active=execute, rows=rows, cols=cols, sub=sub)
+        old = state.tile(dst, sub)
+        part = data[r0 : r0 + rows, c0 : c0 + cols].astype(dst.np_dtype)
+        state = state.with_tile(dst, jnp.where(execute, old.at[:rows, :cols].set(part), old), sub)
+    rate = state.costs.fix_elements_per_cycle[0 if dst.dtype == "float32" else 1]
+    busiest = max(rows * cols for _, rows, _, cols in parts)  # dual mode feeds both AIVs at once
+    flipped = jnp.max(jnp.where(mask, state.time.uf_t, 0.0)) + state.costs.unit_flag_latency_cycles
+    ready = jnp.where(uf_mode != 0, flipped, 0.0)
+    state, _, end = clock_op(state, Pipe.FIX, op, execute, busiest / rate, ready, timing.REASON_UNIT_FLAG)
+    update = execute & (uf_mode == 3)
+    uf_t = jnp.where(update & mask, end, state.time.uf_t)
+    return eqx.tree_at(lambda s: s.time.uf_t, state, uf_t)

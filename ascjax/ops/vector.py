@@ -1,0 +1,238 @@
+"""Vector compute on UB tiles (pipe V of an AIV): elementwise, scalar, row reductions, broadcasts, casts, fill.
+
+Every op reads and writes whole ND tiles of one AIV's UB (``sub`` 0 or 1). Results are
+computed in the tile dtype (f16/bf16 results rounded to nearest even, as IEEE arithmetic
+does); ``exp``/``ln``/``sqrt`` use XLA's implementations, which need not match the vector
+unit's last bit, and division by a scalar or a broadcast column may be 1 ulp off (XLA
+computes ``x * (1 / s)``). Row reductions and ``expand_*`` broadcasts follow PyPTO-Pro: a reduced
+tile is ``[rows, 1]``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import jax.numpy as jnp
+
+from .. import dtypes, sites
+from ..kinds import Buffer, Pipe
+from ..memory import Tile
+from ..state import State
+from ._machine import clock_op, core_of, issue, poison, touch_tile
+from .move import _expect, _need
+
+_BINARY = {
+    "add": jnp.add,
+    "sub": jnp.subtract,
+    "mul": jnp.multiply,
+    "div": jnp.divide,
+    "max": jnp.maximum,
+    "min": jnp.minimum,
+}
+_UNARY = {
+    "abs": jnp.abs,
+    "exp": jnp.exp,
+    "ln": jnp.log,
+    "sqrt": jnp.sqrt,
+    "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
+    "neg": jnp.negative,
+}
+_REDUCE = {"max": jnp.max, "sum": jnp.sum, "min": jnp.min}
+#: ops on the slow (transcendental) path of the vector unit [facts §7 Vector: Exp/Ln/Sqrt/Div 32 el/cycle]
+_TRANSCENDENTAL = {"exp", "ln", "sqrt", "div"}
+
+
+class RoundMode(enum.IntEnum):
+    """PyPTO-Pro / Ascend C cast rounding modes."""
+
+    CAST_NONE = 0  # the conversion's default: round to nearest even for floats, truncation for float -> int
+    CAST_RINT = 1  # round to nearest, ties to even
+    CAST_ROUND = 2  # round to nearest, ties away from zero
+    CAST_FLOOR = 3
+    CAST_CEIL = 4
+    CAST_TRUNC = 5
+    CAST_ODD = 6  # round to odd (von Neumann): inexact results get an odd last bit
+
+
+def _ub(tile, what: str) -> None:
+    _expect(tile, Buffer.UB, what)
+
+
+def _vec_op(state: State, name: str, detail: str, sub: int, out: Tile, ins, compute, transcendental: bool):
+    """Issue a V op: check its reads and write, run ``compute(*arrays)`` and clock it."""
+    core = core_of(sub)
+    op = sites.register(name, Pipe.V, detail, core=core)
+    state, active = issue(state, Pipe.V, core)
+    racy = jnp.asarray(False)
+    arrays = []
+    for t in ins:
+        state, r = touch_tile(state, t, Pipe.V, op, write=False, active=active, core=core, sub=sub)
+        racy = racy | r
+        arrays.append(state.tile(t, sub))
+    state, _ = touch_tile(state, out, Pipe.V, op, write=True, active=active, core=core, sub=sub)
+    value = compute(*arrays).astype(out.np_dtype).reshape(out.physical_shape)
+    value = poison(value, racy, state.options)
+    state = state.with_tile(out, jnp.where(active, value, state.tile(out, sub)), sub)
+    c = state.costs
+    elements = max(out.rows * out.cols, *(t.rows * t.cols for t in ins)) if ins else out.rows * out.cols
+    itemsize = max(dtypes.bits(out.dtype), *(dtypes.bits(t.dtype) for t in ins)) // 8 if ins else 4
+    cost = (
+        elements / c.vector_transcendental_elements_per_cycle
+        if transcendental
+        else elements * itemsize / c.vector_bytes_per_cycle
+    )
+    state, _, _ = clock_op(state, Pipe.V, op, active, jnp.maximum(cost, 1.0), core=core)
+    return state
+
+
+def _same_shape(out: Tile, *tiles: Tile) -> None:
+    for t in tiles:
+        _need(
+            (t.rows, t.cols) == (out.rows, out.cols),
+            f"rule 'vector shapes': {t} and {out} differ in shape; elementwise ops take equal tiles",
+        )
+
+
+def binary(state: State, kind: str, out: Tile, lhs: Tile, rhs, *, sub: int) -> State:
+    """``out = lhs (op) rhs`` elementwise; ``rhs`` is a tile of the same shape or a scalar (traced allowed)."""
+    _need(kind in _BINARY, f"unknown vector op {kind!r}: expected one of {sorted(_BINARY)}")
+    _ub(out, "out")
+    _ub(lhs, "lhs")
+    fn = _BINARY[kind]
+    if isinstance(rhs, Tile):
+        _ub(rhs, "rhs")
+        _same_shape(out, lhs, rhs)
+        _need(lhs.dtype == rhs.dtype == out.dtype, f"rule 'vector dtypes': {kind} needs one dtype: {lhs}, {rhs}, {out}")
+        return _vec_op(state, kind, f"{out} = {lhs} {kind} {rhs}", sub, out, (lhs, rhs), fn, kind in _TRANSCENDENTAL)
+    _same_shape(out, lhs)
+    _need(lhs.dtype == out.dtype, f"rule 'vector dtypes': {kind}s needs one dtype: {lhs}, {out}")
+    scalar = jnp.asarray(rhs, lhs.np_dtype)
+    return _vec_op(
+        state, kind + "s", f"{out} = {lhs} {kind} scalar", sub, out, (lhs,), lambda x: fn(x, scalar),
+        kind in _TRANSCENDENTAL,
+    )  # fmt: skip
+
+
+def unary(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
+    """``out = f(src)`` elementwise for f in abs, exp, ln, sqrt, relu, neg."""
+    _need(kind in _UNARY, f"unknown vector op {kind!r}: expected one of {sorted(_UNARY)}")
+    _ub(out, "out")
+    _ub(src, "src")
+    _same_shape(out, src)
+    _need(src.dtype == out.dtype, f"rule 'vector dtypes': {kind} keeps the dtype ({src} -> {out}); cast first")
+    return _vec_op(state, kind, f"{out} = {kind}({src})", sub, out, (src,), _UNARY[kind], kind in _TRANSCENDENTAL)
+
+
+def reduce_rows(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
+    """Row reduction (max, min, sum) of ``src`` into the ``[rows, 1]`` tile ``out``."""
+    _need(kind in _REDUCE, f"unknown reduction {kind!r}: expected one of {sorted(_REDUCE)}")
+    _ub(out, "out")
+    _ub(src, "src")
+    _need(
+        out.rows == src.rows and out.cols == 1,
+        f"rule 'row reduction': reducing {src} along rows gives a [{src.rows}, 1] tile, got {out}",
+    )
+    _need(src.dtype == out.dtype, f"rule 'vector dtypes': row_{kind} keeps the dtype ({src} -> {out})")
+    red = _REDUCE[kind]
+    return _vec_op(
+        state, f"row_{kind}", f"{out} = row_{kind}({src})", sub, out, (src,),
+        lambda x: red(x, axis=1, keepdims=True), False,
+    )  # fmt: skip
+
+
+def expand(state: State, kind: str, out: Tile, src: Tile, column: Tile, *, sub: int) -> State:
+    """``expand_sub`` / ``expand_mul`` / ``expand_div`` / ``expand_add``: ``out = src (op) column``, column ``[rows, 1]``."""
+    _need(kind in ("add", "sub", "mul", "div"), f"unknown expand op {kind!r}: expected add, sub, mul or div")
+    for t, what in ((out, "out"), (src, "src"), (column, "column")):
+        _ub(t, what)
+    _same_shape(out, src)
+    _need(
+        column.rows == src.rows and column.cols == 1,
+        f"rule 'expand': the broadcast operand must be a [{src.rows}, 1] tile, got {column}",
+    )
+    _need(src.dtype == column.dtype == out.dtype, f"rule 'vector dtypes': expand_{kind} needs one dtype")
+    fn = _BINARY[kind]
+    return _vec_op(
+        state, f"expand_{kind}", f"{out} = {src} {kind} {column}", sub, out, (src, column), fn, kind == "div"
+    )
+
+
+def fill(state: State, out: Tile, value, *, sub: int) -> State:
+    """``out[:] = value`` (a Python number or a traced scalar)."""
+    _ub(out, "out")
+    v = jnp.asarray(value, out.np_dtype)
+    return _vec_op(
+        state, "fill", f"{out} = {value if isinstance(value, (int, float)) else 'scalar'}", sub, out, (),
+        lambda: jnp.broadcast_to(v, (out.rows, out.cols)), False,
+    )  # fmt: skip
+
+
+def cast(state: State, out: Tile, src: Tile, *, mode: RoundMode = RoundMode.CAST_NONE, sub: int) -> State:
+    """``out = src`` converted to ``out``'s dtype with rounding ``mode``; integers saturate, NaN -> 0."""
+    _ub(out, "out")
+    _ub(src, "src")
+    _same_shape(out, src)
+    mode = RoundMode(mode)
+    return _vec_op(
+        state, "cast", f"{out} = cast({src}, {mode.name})", sub, out, (src,),
+        lambda x: round_cast(x, out.np_dtype, mode), False,
+    )  # fmt: skip
+
+
+def _value(x, other):
+    """``x`` as float32; an infinite neighbour counts as the next step past the largest finite value,
+    so a tie between max and max + 1 ulp rounds away to inf as IEEE says."""
+    finite = other.astype(jnp.float32)
+    step = finite - jnp.nextafter(other, jnp.zeros_like(other)).astype(jnp.float32)
+    return jnp.where(jnp.isinf(x) & jnp.isfinite(finite), finite + step, x.astype(jnp.float32))
+
+
+def _round_half_away(v):
+    whole = jnp.floor(jnp.abs(v))
+    return jnp.sign(v) * (whole + (jnp.abs(v) - whole >= 0.5))
+
+
+def round_cast(x, dtype, mode: RoundMode):
+    """Convert ``x`` to ``dtype`` with rounding ``mode`` (host- and trace-safe, elementwise)."""
+    dtype = jnp.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.integer):
+        info = jnp.iinfo(dtype)
+        if jnp.issubdtype(x.dtype, jnp.integer):
+            return jnp.clip(x.astype(jnp.int64), info.min, info.max).astype(dtype)
+        f = x.astype(jnp.float32)
+        rounded = {
+            RoundMode.CAST_NONE: jnp.trunc,
+            RoundMode.CAST_TRUNC: jnp.trunc,
+            RoundMode.CAST_RINT: jnp.round,
+            RoundMode.CAST_ROUND: _round_half_away,
+            RoundMode.CAST_FLOOR: jnp.floor,
+            RoundMode.CAST_CEIL: jnp.ceil,
+        }.get(mode)
+        if rounded is None:
+            raise ValueError(f"rule 'cast mode': {mode.name} is not a float -> integer rounding")
+        r = jnp.where(jnp.isnan(f), 0.0, rounded(f))
+        return jnp.clip(r, info.min, info.max).astype(dtype)
+    nearest = x.astype(dtype)
+    if mode in (RoundMode.CAST_NONE, RoundMode.CAST_RINT) or jnp.issubdtype(x.dtype, jnp.integer):
+        return nearest
+    wide = x.astype(jnp.float32)
+    back = nearest.astype(jnp.float32)
+    down = jnp.where(back > wide, jnp.nextafter(nearest, jnp.asarray(-jnp.inf, dtype)), nearest)
+    up = jnp.where(back < wide, jnp.nextafter(nearest, jnp.asarray(jnp.inf, dtype)), nearest)
+    exact = back == wide
+    if mode is RoundMode.CAST_FLOOR:
+        return down
+    if mode is RoundMode.CAST_CEIL:
+        return up
+    if mode is RoundMode.CAST_TRUNC:
+        return jnp.where(wide >= 0, down, up)
+    if mode is RoundMode.CAST_ROUND:
+        d_lo = wide - _value(down, up)
+        d_hi = _value(up, down) - wide
+        tie_away = jnp.where(wide >= 0, up, down)
+        return jnp.where(exact, nearest, jnp.where(d_lo < d_hi, down, jnp.where(d_hi < d_lo, up, tie_away)))
+    if mode is RoundMode.CAST_ODD:
+        bits = jnp.dtype(f"uint{dtype.itemsize * 8}")
+        odd_down = (jnp.asarray(down).view(bits) & 1) == 1
+        return jnp.where(exact, nearest, jnp.where(odd_down, down, up))
+    raise ValueError(f"rule 'cast mode': unknown rounding mode {mode!r}")

@@ -1,0 +1,88 @@
+"""The seed-002 kernels (cube <-> vector) and their broken twins: verdicts, outputs and event counts."""
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ascjax as aj
+
+KERNELS = pathlib.Path(__file__).resolve().parent.parent / "kernels"
+FILES = ["matmul_softmax.py", "vec_cube.py", "engram.py", "kda.py"]
+# the larger kernels compile for tens of seconds each: their twins run in the slow session (nox -s slow)
+SLOW = {"engram_no_ack_wait", "engram_no_drain", "kda_chunk_h", "kda_shared_id"}
+CASES = [
+    pytest.param(f, name, id=f"{f}::{name}", marks=[pytest.mark.slow] if name in SLOW else [])
+    for f in FILES
+    for name in aj.load_cases(str(KERNELS / f))
+]
+
+
+@pytest.mark.parametrize(("file", "name"), CASES)
+def test_case_verdict_and_reference(file, name):
+    case = aj.build_case(str(KERNELS / file), name)
+    result, rep, err = aj.run_case(case)
+    assert rep.verdict is case.expect, str(rep)
+    if case.expect is aj.Verdict.OK:
+        assert err is not None and err <= case.atol, err
+        assert not rep.warnings, rep.warnings
+    else:
+        assert rep.location and rep.location.startswith("kernels/"), rep.location
+
+
+def _pingpong():
+    return aj.load_cases(str(KERNELS / "pingpong.py")), __import__("ascjax_kernel_pingpong")
+
+
+def test_pingpong_trip_counts_in_one_vmap():
+    """0, 1, even and odd trip counts: one compiled kernel, every scenario ok with the right outputs."""
+    _, mod = _pingpong()
+    inputs = mod.inputs()
+    counts = jnp.array([0, 1, 4, 5], jnp.int32)
+
+    def one(n):
+        r = aj.run(mod.pingpong_kernel, inputs, {"out": ((mod.N_MAX * mod.ROWS, mod.D), "float32")}, chip="950",
+                   params={"n": n})  # fmt: skip
+        return r.verdict, r.outputs["out"], r.state.xc.n_set, r.state.xc.n_wait
+
+    verdicts, outs, n_set, n_wait = jax.vmap(one)(counts)
+    assert np.all(np.asarray(verdicts) == aj.Verdict.OK)
+    for i, n in enumerate(np.asarray(counts)):
+        np.testing.assert_allclose(np.asarray(outs[i]), mod.reference(inputs, int(n))["out"], atol=1e-4)
+        uses = [(int(n) + 1) // 2, int(n) // 2]  # slot 0 on even tiles, slot 1 on odd ones
+        for slot, used in enumerate(uses):
+            release = mod.RELEASE[slot]
+            # seed 002: a slot used n times has n + 1 RELEASE sets (per AIV) and n + 1 RELEASE waits (cube)
+            assert int(n_set[i][1, release]) == int(n_set[i][2, release]) == used + 1
+            assert int(n_wait[i][0, release]) == used + 1
+            assert int(n_set[i][0, mod.READY[slot]]) == used == int(n_wait[i][1, mod.READY[slot]])
+
+
+@pytest.mark.slow
+def test_pingpong_twin_without_final_release_is_leftover():
+    cases, _ = _pingpong()
+    case = cases["pingpong_no_final_release"]()
+    _, rep, _ = aj.run_case(case)
+    assert rep.verdict is aj.Verdict.LEFTOVER
+    assert "cross-core event 2" in rep.message and "drain the last RELEASE" in rep.message
+
+
+def test_engram_cold_start_report_names_the_missing_ack():
+    case = aj.build_case(str(KERNELS / "engram.py"), "engram_no_cold_start")
+    _, rep, _ = aj.run_case(case)
+    assert rep.verdict is aj.Verdict.DEADLOCK
+    assert "AIC.FIX is stuck at wait_cross_core" in rep.message and "loop iteration (0)" in rep.message
+    assert "a wait cycle between the cores" in rep.message
+
+
+@pytest.mark.slow
+def test_engram_on_a2_wait_blocks_the_whole_cube():
+    """On A2/A3 the cross-core wait holds every pipe of the cube: its M pipe never reaches iteration 1."""
+    case = aj.build_case(str(KERNELS / "engram.py"), "engram_no_cold_start")
+    _, rep950, _ = aj.run_case(case)
+    _, rep_a2, _ = aj.run_case(case, chip="a2")
+    assert rep_a2.verdict is aj.Verdict.DEADLOCK
+    assert "AIC.M is stuck" in rep950.message and "AIC.M is stuck" not in rep_a2.message
+    assert "holds every pipe of AIC" in rep_a2.message
