@@ -79,6 +79,34 @@ def cross_core_wait_lines(state, w, p) -> list[str]:
     return lines
 
 
+def wait_chain(state) -> str | None:
+    """The chain of cross-core waits between stuck cores, closing a cycle or ending at a core that never sets."""
+    w = jax.tree_util.tree_map(np.asarray, state.wait)
+    xc = jax.tree_util.tree_map(np.asarray, state.xc)
+    n = len(Pipe)
+    stuck = {}  # core -> (global pipe, event, senders still missing)
+    for g in np.argsort(w.seq, kind="stable"):
+        if int(w.op[g]) < 0 or int(w.kind[g]) != 3 or int(g) // n in stuck:  # WaitKind.CROSS_CORE
+            continue
+        core, ev = int(g) // n, int(w.count[g])
+        senders = [s for s in sorted({int(w.lo[g]), int(w.hi[g])}) if int(xc.count[core, s, ev]) == 0]
+        stuck[core] = (int(g), ev, senders)
+    if not stuck:
+        return None
+    core, seen, parts = next(iter(stuck)), [], []
+    while core in stuck and core not in seen:
+        seen.append(core)
+        g, ev, senders = stuck[core]
+        names = "/".join(hazards.CORE_NAMES[s] for s in senders) or "-"
+        parts.append(f"{hazards.pipe_name(g)} waits for event {ev} from {names}")
+        nxt = [s for s in senders if s in stuck]
+        if not nxt:
+            return "  wait-for chain: " + " -> ".join(parts) + f"; {names} never sets it: no core can progress."
+        core = nxt[0]
+    back = hazards.pipe_name(stuck[core][0])
+    return "  wait-for chain: " + " -> ".join(parts) + f" -> back to {back}: a cycle, no core can progress."
+
+
 def cross_core_leftover(state, err) -> str:
     recv, send = divmod(int(err.b), 3)
     ev, count = int(err.c), int(err.d)

@@ -104,12 +104,12 @@ def get_subblock_idx() -> int:
     return current().get_subblock_idx()
 
 
-def range(*args):  # noqa: A001 - PyPTO-Pro's name
+def range(*args, count=None):  # noqa: A001 - PyPTO-Pro's name
     """``pl.range(stop)`` / ``pl.range(start, stop, step=1)`` as a decorator: the body runs as one ``lax.scan``.
 
-    ::
+    ``count`` (traced allowed) runs only the first ``count`` of those iterations::
 
-        @pl.range(8)
+        @pl.range(8, count=n)
         def _(i): ...
     """
     if not 1 <= len(args) <= 3 or not all(isinstance(a, int) for a in args):
@@ -117,10 +117,10 @@ def range(*args):  # noqa: A001 - PyPTO-Pro's name
     start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
     if step <= 0:
         raise ValueError(f"pl.range step must be positive, got {step}")
-    count = max(0, -(-(stop - start) // step))
+    trips = max(0, -(-(stop - start) // step))
 
     def run(body):
-        current().range(count, lambda i: body(start + i * step))
+        current().range(trips, lambda i: body(start + i * step), count=count)
         return body
 
     return run
@@ -294,12 +294,12 @@ def fill(out, value):
 
 
 # -- synchronisation -------------------------------------------------------------------
-def _set_cross_core(*, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK, peer=None):
-    current().set_cross_core(pipe, event_id, sync_mode, peer=peer)
+def _set_cross_core(*, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK, peer=None, when=True):
+    current().set_cross_core(pipe, event_id, sync_mode, peer=peer, when=when)
 
 
-def _wait_cross_core(*, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK, peer=None):
-    current().wait_cross_core(pipe, event_id, sync_mode, peer=peer)
+def _wait_cross_core(*, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK, peer=None, when=True):
+    current().wait_cross_core(pipe, event_id, sync_mode, peer=peer, when=when)
 
 
 def _sync_src(*, set_pipe, wait_pipe, event_id):

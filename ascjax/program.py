@@ -18,14 +18,16 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from . import ops, sites
+from . import hazards, ops, sites
 from .chip import Chip
+from .cross_core import SyncMode
 from .hazards import N_CORES
 from .kinds import Pipe
 from .memory import Allocator, Tile
 from .ops._machine import fail
 from .results import Verdict
-from .state import MAX_LOOP_DEPTH, State
+from .sections import Plan, run_concurrent
+from .state import MAX_LOOP_DEPTH, State, WaitKind
 from .tile_group import TileGroup, TileSlot
 
 _CURRENT: list = []  # the Program being traced (for the ascjax.pl tile language)
@@ -43,6 +45,8 @@ def _issue(op):
 
     @functools.wraps(op)
     def method(self, *args, **kwargs):
+        if not self._go():
+            return
         if self.subblock is not None:
             raise ValueError(
                 f"{op.__name__} runs on the cube core (AIC), but it was issued on AIV{self.subblock} (inside a vector "
@@ -58,7 +62,8 @@ def _on_core(op):
 
     @functools.wraps(op)
     def method(self, *args, **kwargs):
-        self.state = op(self.state, *args, sub=self.subblock, **kwargs)
+        if self._go():
+            self.state = op(self.state, *args, sub=self.subblock, **kwargs)
 
     return method
 
@@ -68,6 +73,8 @@ def _on_vector(op, *bound):
 
     @functools.wraps(op)
     def method(self, *args, **kwargs):
+        if not self._go():
+            return
         if self.subblock is None:
             raise ValueError(
                 f"{(bound or (op.__name__,))[0]} runs on a vector core (AIV), but it was issued on the cube core: "
@@ -107,6 +114,8 @@ class GroupHandle:
 
     def next(self) -> TileSlot:
         k = self.program
+        if not k._go():
+            return self.current()
         name, core = self.group.name, k.core
         cursors = {**k.state.cursors, name: k.state.cursors[name].at[core].add(1)}
         k.state = eqx.tree_at(lambda s: s.cursors, k.state, cursors)
@@ -115,6 +124,8 @@ class GroupHandle:
     def __getitem__(self, index) -> TileSlot:
         slot = self.group.slot(index)
         k = self.program
+        if not k._go():
+            return slot
         op = sites.register("TileGroup[i]", Pipe.S, f"{self.group}", core=k.core)
         k.state = fail(
             k.state, ~slot.ok, Verdict.BOUNDS, op, Pipe.S, a=jnp.asarray(index, jnp.int32), b=self.depth - 1, c=7,
@@ -135,6 +146,50 @@ class Program:
         self.allocator = Allocator(chip)
         self._depth = 0
         self.subblock: int | None = None  # None: ops run on the AIC; 0 / 1: on that AIV
+        self.gate = None  # while a concurrent section is traced: which of its ops run (ascjax.sections)
+        self._pending: list = []  # top-level sections declared and not yet run
+        self._in_section = False
+
+    def _go(self) -> bool:
+        """Whether an op issued now runs: sections declared before it run first; a gate may switch it off."""
+        if self.gate is None:
+            if self._pending and not self._in_section:
+                self.flush()
+            return True
+        return self.gate.enabled
+
+    def flush(self) -> None:
+        """Run the top-level sections declared so far: concurrently when there are several."""
+        # by core, not by source order: the schedule (and so the timing) does not depend on how sections are listed
+        pending, self._pending = sorted(self._pending, key=lambda plan: plan.core), []
+        if len(pending) == 1:
+            plan = pending[0]
+            self._run_section(plan)
+        elif pending:
+            run_concurrent(self, pending)
+
+    def _run_section(self, plan) -> None:
+        outer, self.subblock, self._in_section = self.subblock, plan.subblock, True
+        try:
+            plan.call()
+        finally:
+            self.subblock, self._in_section = outer, False
+
+    def _run_gated(self, gate, plan, state=None):
+        """Trace ``plan``'s section with ``gate`` deciding which ops run; returns the state it leaves."""
+        outer = (self.gate, self.subblock, self.state, self._in_section)
+        self.gate, self.subblock, self._in_section = gate, plan.subblock, True
+        if state is not None:
+            self.state = state
+        before = jax.tree_util.tree_structure(self.state)
+        try:
+            plan.call()
+            new = self.state
+        finally:
+            self.gate, self.subblock, self.state, self._in_section = outer
+        if jax.tree_util.tree_structure(new) != before:
+            raise ValueError("a concurrent section changed the state's structure: allocate tiles before the sections")
+        return new
 
     @property
     def core(self) -> int:
@@ -162,17 +217,31 @@ class Program:
         finally:
             self.subblock = outer
 
+    def _top_level(self) -> bool:
+        return self.gate is None and not self._in_section and self._depth == 0 and self.subblock is None
+
     def section_cube(self, body):
-        """Run ``body()`` on the cube core, now (issue order). Usable as a decorator."""
-        with self.cube():
-            body()
+        """The cube core's program ``body()``. Usable as a decorator.
+
+        Declared at the kernel's top level, sections run together, concurrently (see
+        :mod:`ascjax.sections`), before the next top-level op or at the end of the kernel;
+        inside a loop or branch a section runs at once, in issue order.
+        """
+        plan = Plan(core=0, call=body, subblock=None, regions=[])
+        if self._top_level():
+            self._pending.append(plan)
+        else:
+            self._run_section(plan)
         return body
 
     def section_vector(self, body):
-        """Run ``body(sub)`` on AIV0, then on AIV1 (issue order). Usable as a decorator."""
-        for sub in (0, 1):
-            with self.vector(sub):
-                body(sub)
+        """The vector cores' program ``body(sub)``, run by AIV0 (sub 0) and AIV1 (sub 1). Usable as a decorator."""
+        plans = [Plan(core=1 + sub, call=functools.partial(body, sub), subblock=sub, regions=[]) for sub in (0, 1)]
+        if self._top_level():
+            self._pending.extend(plans)
+        else:
+            for plan in plans:
+                self._run_section(plan)
         return body
 
     def get_subblock_idx(self) -> int:
@@ -182,8 +251,16 @@ class Program:
         return self.subblock
 
     # -- static allocation -------------------------------------------------------------
+    def _no_alloc_in_section(self) -> None:
+        if self.gate is not None:
+            raise ValueError(
+                "rule 'section allocation': a concurrent section is traced once per segment, so it cannot allocate: "
+                "allocate its tiles (k.alloc, k.tile_group) before the sections"
+            )
+
     def alloc(self, buffer, shape, dtype, *, fmt=None, addr=None, name=None) -> Tile:
         """Place a tile (checked at trace time: alignment, capacity, overlap, format)."""
+        self._no_alloc_in_section()
         tile = self.allocator.alloc(buffer, shape, dtype, fmt=fmt, addr=addr, name=name)
         self.state = self.state.add_tile(tile)
         return tile
@@ -196,6 +273,7 @@ class Program:
         """``make_tile_group``: ``depth`` equal tiles side by side, picked by (traced) slot index."""
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"TileGroup depth must be a positive int, got {depth!r}")
+        self._no_alloc_in_section()
         tile, stride = self.allocator.alloc_group(buffer, shape, dtype, depth, fmt=fmt, addr=addr, name=name)
         group = TileGroup(tile, depth, stride)
         self.state = self.state.add_tile(tile, depth=depth)
@@ -219,7 +297,21 @@ class Program:
     sync_wait = _on_core(ops.sync_wait)
     sync_pipe = _on_core(ops.sync_pipe)
     set_cross_core = _on_core(ops.set_cross_core)
-    wait_cross_core = _on_core(ops.wait_cross_core)
+
+    def wait_cross_core(self, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK, *, peer=None, when=True):
+        """``ops.wait_cross_core`` on the current core; in a concurrent section, a point where the core may yield."""
+        gate = self.gate
+        if gate is not None:
+            gate.count_wait("wait_cross_core")
+        if not self._go():
+            return
+        self.state = ops.wait_cross_core(self.state, pipe, event_id, sync_mode, sub=self.subblock, peer=peer, when=when)
+        if gate is not None:  # the segment's leading wait: did it block? (what it recorded survives a yield)
+            st = self.state
+            w, g = st.wait, hazards.gpipe(self.core, Pipe.parse(pipe))
+            gate.yielded = w.blocked[g] & (w.kind[g] == WaitKind.CROSS_CORE) & (w.seq[g] == st.seq)
+            gate.after_wait = (st.wait, st.error, st.seq, st.warn_op)
+
     # L0C -> UB (the cube's FIX pipe), and the vector cores' data paths
     copy_l0c2ub = _issue(ops.copy_l0c2ub)
     move_to_vec = _issue(ops.move_to_vec)
@@ -280,12 +372,55 @@ class Program:
             )
         return new
 
-    def range(self, n: int, body) -> None:
-        """Run ``body(i)`` for i in [0, n) as one ``lax.scan`` (the body is traced once)."""
+    def range(self, n: int, body, *, count=None) -> None:
+        """Run ``body(i)`` for i in [0, n) as one ``lax.scan`` (the body is traced once).
+
+        ``count`` (traced allowed, at most ``n``) runs only the first ``count`` iterations, so one
+        compiled kernel sweeps trip counts up to the static maximum ``n``.
+        """
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"Program.range needs a static trip count >= 0, got {n!r}")
         if self._depth >= MAX_LOOP_DEPTH:
             raise ValueError(f"loops nest at most {MAX_LOOP_DEPTH} deep")
+        if self.gate is not None:
+            self._gated_range(n, body, count)
+            return
+        if self._pending and not self._in_section:
+            self.flush()
+        if count is not None:
+            inner, limit = body, count
+            body = lambda i: self.cond(i < limit, lambda: inner(i))  # noqa: E731
+        self._scan(n, body)
+
+    def _gated_range(self, n, body, count) -> None:
+        """A loop inside a concurrent section: a region of its own at the top level, else part of a segment."""
+        gate = self.gate
+        if gate.nested:  # a nested loop runs inside one segment (it may hold no wait)
+            gate.nested += 1
+            try:
+                if gate.discover:
+                    body(jnp.int32(0))
+                elif gate.enabled:
+                    limit = n if count is None else count
+                    self._scan(n, lambda i: self._cond(i < limit, lambda: body(i), None))
+            finally:
+                gate.nested -= 1
+            return
+        region = gate.enter_loop(n, count)
+        if gate.discover:
+            body(jnp.int32(0))
+        elif gate.target[0] == region:
+            depth = self._depth
+            self.state = eqx.tree_at(lambda s: s.loop, self.state, self.state.loop.at[depth].set(gate.index))
+            self._depth += 1
+            try:
+                with sites.loop_scope():
+                    body(gate.index)
+            finally:
+                self._depth -= 1
+        gate.leave_loop()
+
+    def _scan(self, n: int, body) -> None:
         depth = self._depth
 
         def step(state, i):
@@ -305,6 +440,26 @@ class Program:
         Both branches are traced once; under ``vmap`` both run and the state is selected.
         """
 
+        gate = self.gate
+        if gate is not None:  # inside a concurrent section: a branch holds no yield point
+            if not (gate.discover or gate.enabled):
+                return
+            gate.nested += 1
+            try:
+                if gate.discover:
+                    for fn in (then, otherwise):
+                        if fn is not None:
+                            fn()
+                else:
+                    self._cond(pred, then, otherwise)
+            finally:
+                gate.nested -= 1
+            return
+        if self._pending and not self._in_section:
+            self.flush()
+        self._cond(pred, then, otherwise)
+
+    def _cond(self, pred, then, otherwise) -> None:
         def branch(fn):
             return lambda state: self._traced(state, fn or (lambda: None), "branch")
 

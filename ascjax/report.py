@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from . import hazards, sites
-from .events import cross_core_error, cross_core_leftover, cross_core_wait_lines, event_table
+from .events import cross_core_error, cross_core_leftover, cross_core_wait_lines, event_table, wait_chain
 from .finish import LEFTOVER_CROSS_CORE, LEFTOVER_UNIT_FLAG
 from .granules import CHIP_GRANULE_BYTES
 from .kinds import Buffer, Pipe
@@ -160,6 +160,9 @@ def _deadlock(state: State) -> tuple[str, str | None, str | None]:
                 "The device runs pipes decoupled, so it may not hang there, but the data is then read out of "
                 "order: issue the producer before the consumer."
             )
+    chain = wait_chain(state)
+    if chain:
+        lines.append(chain)
     if len(stuck) < len(w.op):
         lines.append("  All other pipes finished.")
     first = sites.site(int(w.op[stuck[0]]))

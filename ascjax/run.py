@@ -68,6 +68,7 @@ def _execute(kernel, chip: Chip, options: Options, costs, inputs: dict, outputs:
     _CURRENT.append(program)
     try:
         kernel(program, **params)
+        program.flush()  # sections declared last
     finally:
         _CURRENT.pop()
     state = finish(program.state)

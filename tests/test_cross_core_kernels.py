@@ -12,7 +12,19 @@ import ascjax as aj
 KERNELS = pathlib.Path(__file__).resolve().parent.parent / "kernels"
 FILES = ["matmul_softmax.py", "vec_cube.py", "engram.py", "kda.py"]
 # the larger kernels compile for tens of seconds each: their twins run in the slow session (nox -s slow)
-SLOW = {"engram_no_ack_wait", "engram_no_drain", "kda_chunk_h", "kda_shared_id"}
+# (CI runs the sections forms of the seed-002 kernels and one broken twin of each family)
+SLOW = {
+    "engram_no_cold_start",
+    "engram_no_ack_wait",
+    "engram_no_drain",
+    "engram_sections_no_cold_start",  # its report is checked below
+    "engram_sections_no_ack_wait",
+    "engram_sections_no_drain",
+    "kda_chunk_h",
+    "kda_shared_id",
+    "kda_sections",
+    "kda_sections_shared_id",
+}
 CASES = [
     pytest.param(f, name, id=f"{f}::{name}", marks=[pytest.mark.slow] if name in SLOW else [])
     for f in FILES
@@ -36,6 +48,7 @@ def _pingpong():
     return aj.load_cases(str(KERNELS / "pingpong.py")), __import__("ascjax_kernel_pingpong")
 
 
+@pytest.mark.slow  # the two-section form runs in CI (tests/test_sections.py)
 def test_pingpong_trip_counts_in_one_vmap():
     """0, 1, even and odd trip counts: one compiled kernel, every scenario ok with the right outputs."""
     _, mod = _pingpong()
@@ -70,11 +83,11 @@ def test_pingpong_twin_without_final_release_is_leftover():
 
 
 def test_engram_cold_start_report_names_the_missing_ack():
-    case = aj.build_case(str(KERNELS / "engram.py"), "engram_no_cold_start")
+    case = aj.build_case(str(KERNELS / "engram.py"), "engram_sections_no_cold_start")
     _, rep, _ = aj.run_case(case)
     assert rep.verdict is aj.Verdict.DEADLOCK
     assert "AIC.FIX is stuck at wait_cross_core" in rep.message and "loop iteration (0)" in rep.message
-    assert "a wait cycle between the cores" in rep.message
+    assert "a wait cycle between the cores" in rep.message and "a cycle, no core can progress" in rep.message
 
 
 @pytest.mark.slow

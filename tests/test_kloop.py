@@ -5,6 +5,7 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from unit_flag import KLOOP_STEPS, kloop_case, kloop_kernel
 
 import ascjax as aj
@@ -57,6 +58,7 @@ def test_all_phase_choices_in_one_vmap():
     assert {aj.Verdict.OK, aj.Verdict.DEADLOCK, aj.Verdict.LEFTOVER, aj.Verdict.RACE} <= set(want)
 
 
+@pytest.mark.slow  # vmapped reports are also checked in test_cross_core and test_tile_group
 def test_vmapped_report_explains_one_scenario():
     case = kloop_case("float16")
     firsts = jnp.array([2, 3], jnp.int32)  # KEEP (the recipe) vs UPDATE (the 2nd mmad then hangs)

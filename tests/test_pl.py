@@ -168,7 +168,7 @@ def _trace(variant):
     "variant, pattern",
     [
         ("load_l0a", r"pl.load writes Mat \(L1\) or Vec \(UB\) tiles"),
-        ("store_phase", r"a phase \(STPhase\) only applies to a store out of L0C"),
+        ("store_phase", r"phase, scale and relu apply to a store out of L0C \(the fixpipe\), not from UB"),
         ("max_dim", r"pl.maximum reduces along the last axis with dim=0, got dim=1"),
         ("sum_dim", r"pl.sum reduces along the last axis with dim=0, got dim=1"),
         ("move_path", r"pl.move has no path L0C -> L0A"),

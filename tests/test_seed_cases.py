@@ -63,6 +63,7 @@ def test_size_mismatch_names_the_undrained_blocks():
     assert "set_l0c_copy_config(is_clean_unit_flag=True)" in rep.message
 
 
+@pytest.mark.slow  # jit vs eager is also checked per op family (test_vector_ops, test_fixpipe_quant)
 def test_jit_and_op_by_op_agree():
     case = aj.build_case(str(KERNELS / "unit_flag.py"), "split_n")
     jitted = aj.run(case.kernel, case.inputs, case.outputs, params=case.params)

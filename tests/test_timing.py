@@ -54,6 +54,7 @@ def test_unit_flag_overlaps_the_drain_and_direction_matters():
     assert "set_mmad_direction('n')" in wrong_direction.report().warnings[0]
 
 
+@pytest.mark.slow  # benchmarks/ measure the ping-pong kernel too
 def test_ping_pong_is_faster_by_the_overlap():
     single = run(matmul_case()).report().timing
     double = run(matmul_case(kernel=matmul_pingpong_kernel)).report().timing

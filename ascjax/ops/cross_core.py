@@ -77,16 +77,20 @@ def _stats(xc, core, ev, run, pipe: Pipe, mode: SyncMode, counter: str, pipes: s
     return eqx.tree_at(lambda x: [getattr(x, k) for k in updates], xc, list(updates.values()))
 
 
-def set_cross_core(state: State, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK, *, sub=None, peer=None) -> State:
+def set_cross_core(
+    state: State, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK, *, sub=None, peer=None, when=True
+) -> State:
     """``pl.system.set_cross_core``: on ``pipe`` of the AIC (``sub=None``) or AIV ``sub``, signal ``event_id``.
 
     The signal goes out once the pipe's earlier work is done. ``event_id`` may be traced. A cube
-    ``UNICAST_BLOCK`` set names its AIV with ``peer``.
+    ``UNICAST_BLOCK`` set names its AIV with ``peer``. ``when`` (traced allowed) makes the set
+    conditional: False skips it.
     """
     core = core_of(sub)
     pipe, mode, peer_i = _check(state, "set_cross_core", pipe, event_id, sync_mode, core, peer)
     op = sites.register("set_cross_core", pipe, f"event {event_id} {mode.name}", core=core)
     state, active = issue(state, pipe, core, data=False)
+    active = active & jnp.asarray(when)
     state, ok, ev = _event(state, active, op, pipe, core, event_id)
     run = active & ok
     log = state.issue_log
@@ -130,16 +134,20 @@ def set_cross_core(state: State, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK,
     return eqx.tree_at(lambda s: s.xc, state, xc)
 
 
-def wait_cross_core(state: State, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK, *, sub=None, peer=None) -> State:
+def wait_cross_core(
+    state: State, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK, *, sub=None, peer=None, when=True
+) -> State:
     """``pl.system.wait_cross_core``: ``pipe`` of the AIC (``sub=None``) or AIV ``sub`` waits for ``event_id``.
 
     Under ``INTRA_BLOCK`` a cube wait needs a set from each AIV. On A2/A3 the wait holds every
     pipe of its core, on 950 only ``pipe``: later ops on other pipes are not ordered after it.
+    ``when`` (traced allowed) makes the wait conditional (e.g. Engram's cold start).
     """
     core = core_of(sub)
     pipe, mode, peer_i = _check(state, "wait_cross_core", pipe, event_id, sync_mode, core, peer)
     op = sites.register("wait_cross_core", pipe, f"event {event_id} {mode.name}", core=core)
     state, active = issue(state, pipe, core, data=False)
+    active = active & jnp.asarray(when)
     state, ok, ev = _event(state, active, op, pipe, core, event_id)
     run = active & ok
     xc = state.xc

@@ -1,0 +1,157 @@
+"""Concurrent sections: cube and vector programs with their own loops, scheduled as on the device."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pingpong
+import pytest
+
+import ascjax as aj
+from ascjax import pl
+
+OUT = {"out": ((pingpong.N_MAX * pingpong.ROWS, pingpong.D), "float32")}
+
+
+def _run(n, kernel=pingpong.pingpong_sections_kernel, **kwargs):
+    return aj.run(kernel, pingpong.inputs(), OUT, chip="950", params={"n": n}, **kwargs)
+
+
+def test_trip_counts_zero_one_even_odd_in_one_vmap():
+    """One compiled two-section kernel: 0, 1, even and odd trip counts all ok, outputs and n + 1 counts right."""
+    counts = jnp.array([0, 1, 4, 5], jnp.int32)
+    verdicts, outs, n_set, n_wait = jax.vmap(
+        lambda n: (lambda r: (r.verdict, r.outputs["out"], r.state.xc.n_set, r.state.xc.n_wait))(_run(n))
+    )(counts)
+    assert np.all(np.asarray(verdicts) == aj.Verdict.OK)
+    x = pingpong.inputs()
+    for i, n in enumerate(np.asarray(counts)):
+        np.testing.assert_allclose(np.asarray(outs[i]), pingpong.reference(x, int(n))["out"], atol=1e-4)
+        for slot, used in enumerate([(int(n) + 1) // 2, int(n) // 2]):
+            assert int(n_set[i][1, pingpong.RELEASE[slot]]) == used + 1  # pre-posted + one per use
+            assert int(n_wait[i][0, pingpong.RELEASE[slot]]) == used + 1  # one per use + the final wait
+
+
+def test_section_order_does_not_change_verdict_outputs_or_cycles_and_timing_follows_events():
+    def reordered(k, n):
+        """The same kernel with the vector section written first."""
+        pending = []
+        real = k.section_cube, k.section_vector
+        k.section_cube = lambda body: pending.append(("c", body)) or body
+        k.section_vector = lambda body: pending.append(("v", body)) or body
+        try:
+            pingpong.pingpong_sections_kernel(k, n)
+        finally:
+            k.section_cube, k.section_vector = real
+        for kind, body in sorted(pending, key=lambda p: p[0] != "v"):
+            (k.section_vector if kind == "v" else k.section_cube)(body)
+
+    first = _run(jnp.int32(5), sanitize=False, max_events=512)
+    second = _run(jnp.int32(5), reordered, sanitize=False, max_events=512)
+    assert first.ok and second.ok
+    np.testing.assert_array_equal(np.asarray(first.outputs["out"]), np.asarray(second.outputs["out"]))
+    assert first.report().cycles == second.report().cycles
+
+    # the timing follows the interleaving: a core blocked on a cross-core wait resumes at the set's time
+    # plus the event latency (the AIVs' first vector op waits for the cube's first READY)
+    t = jax.tree_util.tree_map(np.asarray, first.state.time)
+    names = {i: aj.sites.site(int(op)) for i, op in enumerate(t.ev_op[: int(t.ev_count)]) if op >= 0}
+    first_set = min(t.ev_end[i] for i, s in names.items() if s.op == "set_cross_core" and s.core == "AIC")
+    first_mul = min(t.ev_start[i] for i, s in names.items() if s.op == "muls" and s.core == "AIV0")
+    assert first_mul >= first_set + float(first.state.costs.cross_core_latency_cycles)
+
+
+def test_gradient_through_a_two_section_kernel():
+    """d sum(out) / dx for out = 2 * x @ w (the cube produces, the AIVs scale and store)."""
+    x = pingpong.inputs()
+
+    def loss(xs):
+        r = aj.run(pingpong.pingpong_sections_kernel, {"x": xs, "w": x["w"]}, OUT, chip="950",
+                   params={"n": jnp.int32(pingpong.N_MAX)}, sanitize=False)  # fmt: skip
+        return jnp.sum(r.outputs["out"])
+
+    g = jax.grad(loss)(jnp.asarray(x["x"], jnp.float32).astype(jnp.float16))
+    want = 2.0 * np.broadcast_to(x["w"].astype(np.float64).sum(axis=1), x["x"].shape)
+    np.testing.assert_allclose(np.asarray(g, np.float64), want, rtol=2e-2, atol=2e-2)
+
+
+def _tiny(k, variant):
+    ub = k.alloc("UB", (8, 16), "float32", name="ub")
+
+    @k.section_cube
+    def _():
+        if variant == "cond_wait":
+            k.cond(jnp.bool_(True), lambda: k.wait_cross_core("FIX", 0))
+        else:
+            k.wait_cross_core("FIX", 0, when=jnp.bool_(True))
+
+    @k.section_vector
+    def _(sub):
+        if variant == "alloc":
+            k.alloc("UB", (8, 16), "float32", name="late")
+        k.fill(ub, 1.0)
+        k.set_cross_core("V", 0)
+
+
+@pytest.mark.parametrize(
+    ("variant", "error"),
+    [("cond_wait", "wait_cross_core\\(..., when=pred\\)"), ("alloc", "allocate its tiles .* before the sections")],
+)
+def test_section_rules_are_trace_time_errors_next_to_the_good_twin(variant, error):
+    assert aj.run(_tiny, {}, {}, chip="950", params={"variant": "ok"}, jit=False).ok
+    with pytest.raises(ValueError, match=error):
+        aj.run(_tiny, {}, {}, chip="950", params={"variant": variant}, jit=False)
+
+
+def _cycle(k, variant):
+    ub = k.alloc("UB", (8, 16), "float32", name="ub")
+
+    @k.section_cube
+    def _():
+        k.wait_cross_core("FIX", 1, when=variant == "cycle")  # before its own set: the AIVs wait for that set
+        k.set_cross_core("FIX", 0)
+        k.wait_cross_core("FIX", 1, when=variant != "cycle")
+        k.wait_cross_core("FIX", 2)  # the AIVs set 2 only in the good twin and the cycle
+
+    @k.section_vector
+    def _(sub):
+        k.wait_cross_core("V", 0)
+        k.fill(ub, 1.0)
+        k.set_cross_core("V", 1)
+        k.set_cross_core("V", 2, when=variant != "missing")
+
+
+@pytest.mark.parametrize("chip", ["950", "a2"])
+def test_deadlock_report_closes_the_wait_cycle_or_names_the_missing_setter(chip):
+    def rep(variant):
+        return aj.run(_cycle, {}, {}, chip=chip, params={"variant": variant}, jit=False).report()
+
+    assert rep("ok").verdict is aj.Verdict.OK
+    cycle = rep("cycle")
+    assert cycle.verdict is aj.Verdict.DEADLOCK
+    assert "a cycle, no core can progress" in cycle.message
+    assert "AIC.FIX waits for event 1 from AIV0/AIV1" in cycle.message and "waits for event 0 from AIC" in cycle.message
+    missing = rep("missing")
+    assert missing.verdict is aj.Verdict.DEADLOCK
+    assert "AIC.FIX waits for event 2 from AIV0/AIV1; AIV0/AIV1 never sets it" in missing.message
+    assert "AIV0.V" not in missing.message  # the AIVs finished: only the cube is stuck
+
+
+def test_traced_event_ids_sweep_in_sections():
+    """A traced event id in both sections: ids in range are ok, 16 is a sync_error, per scenario."""
+
+    def kernel(k, ev):
+        ub = k.alloc("UB", (8, 16), "float32", name="ub")
+
+        @k.section_vector
+        def _(sub):
+            k.wait_cross_core("V", ev)
+            k.fill(ub, 1.0)
+
+        @k.section_cube
+        def _():
+            pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=ev)
+
+    verdicts = jax.vmap(lambda ev: aj.run(kernel, {}, {}, chip="950", params={"ev": ev}).verdict)(
+        jnp.array([0, 15, 16], jnp.int32)
+    )
+    assert [aj.Verdict(int(v)) for v in verdicts] == [aj.Verdict.OK, aj.Verdict.OK, aj.Verdict.SYNC_ERROR]
