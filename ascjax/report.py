@@ -297,30 +297,22 @@ def _uninitialized(state: State, err) -> str:
     )
 
 
+_WARNING_TEXT = {
+    WARN_DIRECTION: "unit flag on, but the mmad direction does not match this fixpipe's read order (NZ2ND reads N "
+    "first: set_mmad_direction('n'); Nz kept reads M first: set_mmad_direction('m')). The result is right, the "
+    "unit-flag overlap is lost.",
+    WARN_SET_PIPE: "a cross-core set runs on a pipe other than the one of the data op before it; it may signal "
+    "before that op's data is out (seed 002: set on FIX after a move out of L0C, on MTE3 after a store or insert, "
+    "on V after vector compute).",
+    WARN_WAIT_PIPE: "a cross-core wait holds a pipe other than the one of the data op after it; on 950 that op is "
+    "not held (seed 002: wait on MTE2 before a GM load, on V before computing on UB a move filled, on MTE1 before "
+    "moving L1 -> L0).",
+}
+
+
 def _warnings(state: State) -> list[str]:
-    out = []
-    op = int(state.warn_op[WARN_DIRECTION])
-    if op >= 0:
-        out.append(
-            f"{_where(op)}: unit flag on, but the mmad direction does not match this fixpipe's read order "
-            "(NZ2ND reads N first: set_mmad_direction('n'); Nz kept reads M first: set_mmad_direction('m')). "
-            "The result is right, the unit-flag overlap is lost."
-        )
-    op = int(state.warn_op[WARN_SET_PIPE])
-    if op >= 0:
-        out.append(
-            f"{_where(op)}: a cross-core set runs on a pipe other than the one of the data op before it; it may "
-            "signal before that op's data is out (seed 002: set on FIX after a move out of L0C, on MTE3 after a "
-            "store or insert, on V after vector compute)."
-        )
-    op = int(state.warn_op[WARN_WAIT_PIPE])
-    if op >= 0:
-        out.append(
-            f"{_where(op)}: a cross-core wait holds a pipe other than the one of the data op after it; on 950 that "
-            "op is not held (seed 002: wait on MTE2 before a GM load, on V before computing on UB a move filled, "
-            "on MTE1 before moving L1 -> L0)."
-        )
-    return out
+    ops = {bit: int(state.warn_op[bit]) for bit in _WARNING_TEXT}
+    return [f"{_where(op)}: {_WARNING_TEXT[bit]}" for bit, op in ops.items() if op >= 0]
 
 
 def report(state: State, index: int | None = None) -> Report:

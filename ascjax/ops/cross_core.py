@@ -67,6 +67,17 @@ def _event(state: State, active, op, pipe, core, event_id):
     return state, ok, jnp.clip(ev, 0, n - 1)
 
 
+def _begin(state: State, what: str, pipe, event_id, sync_mode, sub, peer, when):
+    """Check and issue a set or wait: (state, core, pipe, mode, peer, op id, safe event id, whether it runs)."""
+    core = core_of(sub)
+    pipe, mode, peer_i = _check(state, what, pipe, event_id, sync_mode, core, peer)
+    op = sites.register(what, pipe, f"event {event_id} {mode.name}", core=core)
+    state, active = issue(state, pipe, core, data=False)
+    active = active & jnp.asarray(when)
+    state, ok, ev = _event(state, active, op, pipe, core, event_id)
+    return state, core, pipe, mode, peer_i, op, ev, active & ok
+
+
 def _stats(xc, core, ev, run, pipe: Pipe, mode: SyncMode, counter: str, pipes: str):
     """Count an executed set or wait per (core, id), with its pipe and mode bits."""
     updates = {
@@ -86,13 +97,9 @@ def set_cross_core(
     ``UNICAST_BLOCK`` set names its AIV with ``peer``. ``when`` (traced allowed) makes the set
     conditional: False skips it.
     """
-    core = core_of(sub)
-    pipe, mode, peer_i = _check(state, "set_cross_core", pipe, event_id, sync_mode, core, peer)
-    op = sites.register("set_cross_core", pipe, f"event {event_id} {mode.name}", core=core)
-    state, active = issue(state, pipe, core, data=False)
-    active = active & jnp.asarray(when)
-    state, ok, ev = _event(state, active, op, pipe, core, event_id)
-    run = active & ok
+    state, core, pipe, mode, peer_i, op, ev, run = _begin(
+        state, "set_cross_core", pipe, event_id, sync_mode, sub, peer, when
+    )
     log = state.issue_log
     state = warn(state, run & (log.data_pipe[core] >= 0) & (log.data_pipe[core] != int(pipe)), WARN_SET_PIPE, op)
     state, _, set_at = clock_op(state, pipe, op, run, 0.0, core=core)
@@ -143,13 +150,9 @@ def wait_cross_core(
     pipe of its core, on 950 only ``pipe``: later ops on other pipes are not ordered after it.
     ``when`` (traced allowed) makes the wait conditional (e.g. Engram's cold start).
     """
-    core = core_of(sub)
-    pipe, mode, peer_i = _check(state, "wait_cross_core", pipe, event_id, sync_mode, core, peer)
-    op = sites.register("wait_cross_core", pipe, f"event {event_id} {mode.name}", core=core)
-    state, active = issue(state, pipe, core, data=False)
-    active = active & jnp.asarray(when)
-    state, ok, ev = _event(state, active, op, pipe, core, event_id)
-    run = active & ok
+    state, core, pipe, mode, peer_i, op, ev, run = _begin(
+        state, "wait_cross_core", pipe, event_id, sync_mode, sub, peer, when
+    )
     xc = state.xc
     cells = wait_cells(mode, core, peer_i)
     have = [xc.count[(r, s, ev)] > 0 for r, s in cells]
