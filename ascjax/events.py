@@ -13,6 +13,7 @@ from . import hazards, sites
 from .cross_core import SyncMode
 from .kinds import Pipe
 from .results import SYNC_CROSS_MODE, SYNC_CROSS_PENDING
+from .state import WaitKind
 
 _FIX_HINT = (
     "set_cross_core after the producer's last write, wait_cross_core before the consumer's first read, with the "
@@ -86,7 +87,7 @@ def wait_chain(state) -> str | None:
     n = len(Pipe)
     stuck = {}  # core -> (global pipe, event, senders still missing)
     for g in np.argsort(w.seq, kind="stable"):
-        if int(w.op[g]) < 0 or int(w.kind[g]) != 3 or int(g) // n in stuck:  # WaitKind.CROSS_CORE
+        if int(w.op[g]) < 0 or int(w.kind[g]) != WaitKind.CROSS_CORE or int(g) // n in stuck:
             continue
         core, ev = int(g) // n, int(w.count[g])
         senders = [s for s in sorted({int(w.lo[g]), int(w.hi[g])}) if int(xc.count[core, s, ev]) == 0]

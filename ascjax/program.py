@@ -122,9 +122,9 @@ class GroupHandle:
         return self.current()
 
     def __getitem__(self, index) -> TileSlot:
-        slot = self.group.slot(index)
+        slot = self.group.slot(index)  # a static index out of range raises here
         k = self.program
-        if not k._go():
+        if not k._go() or isinstance(index, int):
             return slot
         op = sites.register("TileGroup[i]", Pipe.S, f"{self.group}", core=k.core)
         k.state = fail(

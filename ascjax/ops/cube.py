@@ -1,6 +1,6 @@
 """``mmad``: C = A x B + C on the cube (pipe M), with the full ``asc_mmad`` parameter surface.
 
-:func:`mmad_core` also runs ``MmadMx`` (E8M0-scaled MX operands, see ``ops/mmad_mx.py``).
+:func:`mmad` with ``mx=`` also runs ``MmadMx`` (E8M0-scaled MX operands, see ``ops/mmad_mx.py``).
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def mmad(
     c_matrix_init_val=False,
     bias: Tile | None = None,
     k_direction_align: bool = False,
+    mx: tuple[Tile, Tile] | None = None,
 ) -> State:
     """``asc_mmad``: C[m x n] = A[m x k] x B[k x n] + C_init on pipe M.
 
@@ -97,43 +98,10 @@ def mmad(
     ENABLE_UPDATE, or an AccPhase) may be traced. With m == 1 the cube runs GEMV and reads A
     as ND (on 950 unless ``disable_gemv``). Low-precision operands (fp8, hifloat8 on 950;
     int4 on A2/A3) are decoded exactly and accumulated like the others.
+
+    With ``mx=(scale_a, scale_b)`` it is an ``MmadMx`` whose blocks of 32 K elements are scaled
+    by the E8M0 tiles (their static rules are checked by the caller, ``ops/mmad_mx.py``).
     """
-    return mmad_core(
-        state,
-        c,
-        a,
-        b,
-        m,
-        k,
-        n,
-        unit_flag_mode=unit_flag_mode,
-        disable_gemv=disable_gemv,
-        c_matrix_source=c_matrix_source,
-        c_matrix_init_val=c_matrix_init_val,
-        bias=bias,
-        k_direction_align=k_direction_align,
-    )
-
-
-def mmad_core(
-    state: State,
-    c: Tile,
-    a: Tile,
-    b: Tile,
-    m,
-    k,
-    n,
-    *,
-    unit_flag_mode=None,
-    disable_gemv=False,
-    c_matrix_source=False,
-    c_matrix_init_val=False,
-    bias: Tile | None = None,
-    k_direction_align: bool = False,
-    mx: tuple[Tile, Tile] | None = None,
-) -> State:
-    """:func:`mmad`, or with ``mx=(scale_a, scale_b)`` an ``MmadMx`` whose blocks of 32 K elements
-    are scaled by the E8M0 tiles (their static rules are checked by the caller, ``ops/mmad_mx.py``)."""
     chip = state.chip
     _expect(c, Buffer.L0C, "c")
     _expect(a, Buffer.L0A, "a")

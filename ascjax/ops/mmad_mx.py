@@ -21,7 +21,7 @@ from ..layout import fractal_unit, from_fractal, to_fractal
 from ..memory import MX_SCALE_DTYPE, Tile
 from ..state import State
 from ._machine import clock_op, issue, static_int, touch_tile
-from .cube import mmad_core
+from .cube import mmad
 from .move import _expect, _need, checked_offsets, write_tile
 from .pypto import _auto_set, _no_phase
 
@@ -114,7 +114,7 @@ def mmad_mx(
     float32 (the hardware's internal order is not documented).
     """
     check_mx_operands(state, a, b, scale_a, scale_b, k)
-    return mmad_core(
+    return mmad(
         state,
         c,
         a,
