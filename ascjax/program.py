@@ -169,27 +169,21 @@ class Program:
             run_concurrent(self, pending)
 
     def _run_section(self, plan) -> None:
-        outer, self.subblock, self._in_section = self.subblock, plan.subblock, True
+        outer = (self.subblock, self._in_section)
+        self.subblock, self._in_section = plan.subblock, True
         try:
             plan.call()
         finally:
-            self.subblock, self._in_section = outer, False
+            self.subblock, self._in_section = outer
 
     def _run_gated(self, gate, plan, state=None):
         """Trace ``plan``'s section with ``gate`` deciding which ops run; returns the state it leaves."""
-        outer = (self.gate, self.subblock, self.state, self._in_section)
+        outer = (self.gate, self.subblock, self._in_section)
         self.gate, self.subblock, self._in_section = gate, plan.subblock, True
-        if state is not None:
-            self.state = state
-        before = jax.tree_util.tree_structure(self.state)
         try:
-            plan.call()
-            new = self.state
+            return self._traced(self.state if state is None else state, plan.call, "concurrent section")
         finally:
-            self.gate, self.subblock, self.state, self._in_section = outer
-        if jax.tree_util.tree_structure(new) != before:
-            raise ValueError("a concurrent section changed the state's structure: allocate tiles before the sections")
-        return new
+            self.gate, self.subblock, self._in_section = outer
 
     @property
     def core(self) -> int:
