@@ -3,8 +3,10 @@
 from . import layout, ops, pl, timing, trace
 from .case import Case, build_case, case, load_cases, run_case
 from .chip import CHIPS, Chip, get_chip
+from .compile_cache import enable_compile_cache
 from .cross_core import SyncMode
 from .kinds import Buffer, Format, Pipe
+from .launch import LaunchResult, launch
 from .memory import Allocator, Tile
 from .ops import AccPhase, AccToVecMode, RoundMode, STPhase, UnitFlagMode
 from .options import Options
@@ -23,12 +25,16 @@ from .results import (
 )
 from .run import Result, run
 from .state import State
+from .sweep import SweepTable, sweep
 from .tile_group import TileGroup, TileSlot
 from .timing import Costs, default_costs
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "SweepTable",
+    "sweep",
+    "enable_compile_cache",
     "AccPhase",
     "AccToVecMode",
     "RoundMode",
@@ -50,6 +56,7 @@ __all__ = [
     "Chip",
     "DeadlockError",
     "Format",
+    "LaunchResult",
     "LayoutError",
     "LeftoverSignalError",
     "Pipe",
@@ -67,6 +74,7 @@ __all__ = [
     "build_case",
     "case",
     "get_chip",
+    "launch",
     "layout",
     "load_cases",
     "ops",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -31,7 +32,11 @@ class Case:
 
 
 def case(fn: Callable | None = None, *, name: str | None = None):
-    """Mark a zero-argument function that returns a :class:`Case` as a runnable case of its file."""
+    """Mark a function that returns a :class:`Case` as a runnable case of its file.
+
+    It is called without arguments, or with ``seed=N`` when one is asked for (``build_case``,
+    ``python -m ascjax golden --seed``): give it a ``seed`` keyword that draws the inputs.
+    """
 
     def mark(f):
         f.__ascjax_case__ = name or f.__name__
@@ -61,13 +66,36 @@ def load_cases(path: str) -> dict[str, Callable]:
     return found
 
 
-def build_case(path: str, name: str) -> Case:
+def split_target(target: str) -> tuple[str, str]:
+    """``FILE::CASE`` -> (FILE, CASE), the way the command line names a case."""
+    if "::" not in target:
+        raise ValueError(f"expected FILE::CASE, got {target!r} (list the cases with `python -m ascjax list FILE`)")
+    path, name = target.split("::", 1)
+    return path, name
+
+
+def _takes_seed(fn: Callable) -> bool:
+    params = inspect.signature(fn).parameters.values()
+    return any(p.name == "seed" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def build_case(path: str, name: str, seed: int | None = None) -> Case:
+    """Build case ``name`` of kernel file ``path``; a ``seed`` is passed to the case function to draw its inputs."""
     cases = load_cases(path)
     if name not in cases:
         raise KeyError(f"{path} defines no case {name!r}; it has: {', '.join(cases) or 'none'}")
-    c = cases[name]()
+    fn = cases[name]
+    if seed is None:
+        c = fn()
+    elif _takes_seed(fn):
+        c = fn(seed=seed)
+    else:
+        raise ValueError(
+            f"case {name!r} of {path} takes no seed, so seed={seed} cannot change its inputs: "
+            f"give its function a `seed` keyword that draws the inputs, or leave the seed out"
+        )
     c.name = c.name or name
-    doc = (cases[name].__doc__ or "").strip()
+    doc = (fn.__doc__ or "").strip()
     if not c.description and doc:
         c.description = doc.splitlines()[0]
     return c

@@ -53,6 +53,7 @@ class Chip:
     cross_core_max_count: int  # signals one cross-core id may hold: 1 = bit semantics, 15 = the API's counter
     cross_core_wait_blocks_core: bool  # A2/A3: a cross-core wait stops every pipe of its core; 950: the named one
     unicast_block: bool  # UNICAST_BLOCK (Ascend C mode 4, AIC <-> one AIV) exists (950 only)
+    ai_cores: int  # AI Cores (1 AIC + 2 AIV each) a launch spreads its blocks over (ascjax.launch timing)
 
     def _key(self) -> tuple:
         return tuple(
@@ -114,7 +115,7 @@ _ALIGN = {
 }
 
 
-def _chip(name: str, arch: str, sizes, a_format: Format, extra) -> Chip:
+def _chip(name: str, arch: str, sizes, a_format: Format, extra, ai_cores: int) -> Chip:
     return Chip(
         name=name,
         arch=arch,
@@ -137,14 +138,18 @@ def _chip(name: str, arch: str, sizes, a_format: Format, extra) -> Chip:
         cross_core_max_count=1,
         cross_core_wait_blocks_core=(arch == "2201"),  # [facts §3 "Wait"]
         unicast_block=(arch == "3510"),  # [facts §3 "Modes": mode 4 is 950 only]
+        ai_cores=ai_cores,
     )
 
 
 CHIPS: MappingProxyType = _proxy(
     {
-        "a2": _chip("a2", "2201", _SIZES_2201, Format.ZZ, _ARCH_2201_EXTRA),
-        "a3": _chip("a3", "2201", _SIZES_2201, Format.ZZ, _ARCH_2201_EXTRA),
-        "950": _chip("950", "3510", _SIZES_3510, Format.NZ, _ARCH_3510_EXTRA),
+        # AI Core counts from the platform ini files [facts §7 "Cores and clocks"]: A2 910B1 24, A3 910C4 24,
+        # 950PR_9579 / 950DT_9572 28 (950PR_9589 / 950DT_9581: 32). SKUs with fewer cores (not in those files,
+        # e.g. a 20-core 910B): `chip.replace(ai_cores=20)`.
+        "a2": _chip("a2", "2201", _SIZES_2201, Format.ZZ, _ARCH_2201_EXTRA, ai_cores=24),
+        "a3": _chip("a3", "2201", _SIZES_2201, Format.ZZ, _ARCH_2201_EXTRA, ai_cores=24),
+        "950": _chip("950", "3510", _SIZES_3510, Format.NZ, _ARCH_3510_EXTRA, ai_cores=28),
     }
 )
 

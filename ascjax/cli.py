@@ -1,24 +1,20 @@
-"""Command line: ``python -m ascjax list FILE`` and ``python -m ascjax run FILE::CASE``."""
+"""Command line: ``python -m ascjax list FILE``, ``run FILE::CASE``, ``golden FILE::CASE``, ``compare`` and ``sweep``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 import numpy as np
 
 from . import trace
-from .case import build_case, load_cases, run_case
+from .case import build_case, load_cases, run_case, split_target
 from .chip import CHIPS
-
-
-def _split(target: str) -> tuple[str, str]:
-    if "::" not in target:
-        raise ValueError(f"expected FILE::CASE, got {target!r} (list the cases with `python -m ascjax list FILE`)")
-    path, name = target.split("::", 1)
-    return path, name
+from .compare import compare_files
+from .golden import MANIFEST, write_golden
 
 
 def _cmd_list(args) -> int:
@@ -29,7 +25,7 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    path, name = _split(args.target)
+    path, name = split_target(args.target)
     c = build_case(path, name)
     start = time.perf_counter()
     max_events = args.max_events if (args.trace or args.timeline) else 0
@@ -72,6 +68,75 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _cmd_golden(args) -> int:
+    manifest = write_golden(args.target, args.out, seed=args.seed, jit=not args.no_jit)
+    names = " ".join(t["name"] + ".bin" for t in manifest["tensors"])
+    print(f"wrote {os.path.join(args.out, '')}{names} (+ .npy) and {MANIFEST}")
+    return 0
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(s) for s in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(s < 0 for s in shape):
+        raise ValueError(f"--shape {text!r} is not a shape: give sizes separated by commas, e.g. --shape 64,64")
+    return shape
+
+
+def _cmd_compare(args) -> int:
+    shape = _shape(args.shape) if args.shape else None
+    result = compare_files(args.expected, args.actual, args.dtype, rtol=args.rtol, atol=args.atol, shape=shape)
+    print(result)
+    return 0 if result.passed else 1
+
+
+def _grid_value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    raise ValueError(f"--grid values are numbers, got {text!r}")
+
+
+def parse_grid(specs: list[str]) -> dict:
+    """``['first=0,2,3', 'store=0,3']`` -> the cartesian product as scenario columns."""
+    axes = {}
+    for spec in specs:
+        name, eq, values = spec.partition("=")
+        if not eq or not name.strip() or not values.strip():
+            raise ValueError(f"--grid takes NAME=V1,V2,..., got {spec!r}")
+        if name.strip() in axes:
+            raise ValueError(f"--grid names {name.strip()!r} twice: give its values once")
+        axes[name.strip()] = [_grid_value(v.strip()) for v in values.split(",")]
+    mesh = np.meshgrid(*axes.values(), indexing="ij")
+    return {name: m.reshape(-1) for name, m in zip(axes, mesh)}
+
+
+def _cmd_sweep(args) -> int:
+    from .sweep import sweep
+
+    path, name = split_target(args.target)
+    c = build_case(path, name)
+    if not args.grid:
+        raise ValueError("sweep needs at least one --grid NAME=V1,V2,...")
+    columns = parse_grid(args.grid)
+    start = time.perf_counter()
+    table = sweep(c, columns, chip=args.chip, chunk_size=args.chunk, progress=None)
+    seconds = time.perf_counter() - start
+    print(table.summary(max_rows=args.rows))
+    print(f"{len(table)} scenarios in {seconds:.1f} s")
+    if args.csv:
+        table.to_csv(args.csv)
+        print(f"wrote {args.csv}")
+    if args.json:
+        table.to_json(args.json)
+        print(f"wrote {args.json}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ascjax", description="Ascend AI Core emulator")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -89,10 +154,35 @@ def main(argv=None) -> int:
     p_run.add_argument("--timeline", metavar="OUT.png", help="draw the pipeline timeline (needs matplotlib)")
     p_run.add_argument("--max-events", type=int, default=16384, help="trace buffer size for --trace/--timeline")
     p_run.set_defaults(func=_cmd_run)
+    p_golden = sub.add_parser("golden", help="write a case's inputs and outputs as device bytes, .npy and a manifest")
+    p_golden.add_argument("target", metavar="FILE::CASE")
+    p_golden.add_argument("--out", metavar="DIR", required=True, help="folder for NAME.bin, NAME.npy, manifest.json")
+    p_golden.add_argument("--seed", type=int, default=None, help="pass seed=N to the case function (draws the inputs)")
+    p_golden.add_argument("--no-jit", action="store_true", help="run op by op without jax.jit (same bytes)")
+    p_golden.set_defaults(func=_cmd_golden)
+    p_cmp = sub.add_parser("compare", help="compare two tensor files (.bin device bytes or .npy); exit 1 on FAIL")
+    p_cmp.add_argument("expected", metavar="EXPECTED")
+    p_cmp.add_argument("actual", metavar="ACTUAL")
+    p_cmp.add_argument("--dtype", required=True, help="element type of both files (float32, bf16, int8, hif8...)")
+    p_cmp.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: the dtype's)")
+    p_cmp.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: the dtype's)")
+    p_cmp.add_argument("--shape", metavar="64,64", default=None, help="shape of .bin files, for element coordinates")
+    p_cmp.set_defaults(func=_cmd_compare)
+    p_sweep = sub.add_parser("sweep", help="run a grid of scenarios of one case as one compiled vmap")
+    p_sweep.add_argument("target", metavar="FILE::CASE")
+    p_sweep.add_argument(
+        "--grid", action="append", metavar="NAME=V1,V2", help="a kernel parameter or costs.FIELD and its values"
+    )
+    p_sweep.add_argument("--chip", choices=sorted(CHIPS), default=None, help="chip model (default: the case's)")
+    p_sweep.add_argument("--chunk", type=int, default=1024, help="scenarios per compiled batch")
+    p_sweep.add_argument("--rows", type=int, default=40, help="rows to print")
+    p_sweep.add_argument("--csv", metavar="OUT.csv", help="write every row as CSV")
+    p_sweep.add_argument("--json", metavar="OUT.json", help="write every row as JSON")
+    p_sweep.set_defaults(func=_cmd_sweep)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (FileNotFoundError, KeyError, ValueError, NotImplementedError, ImportError, SyntaxError) as exc:
+    except (OSError, KeyError, ValueError, NotImplementedError, ImportError, SyntaxError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        print(f"error: cannot run: {type(exc).__name__}: {message}", file=sys.stderr)
+        print(f"error: cannot {args.command}: {type(exc).__name__}: {message}", file=sys.stderr)
         return 2

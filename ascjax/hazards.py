@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
+from . import indexed
 from .kinds import N_PIPES, Buffer, Pipe
 from .results import Verdict
 
@@ -195,7 +196,7 @@ def tick(state, core: int, pipe: Pipe, active):
     if not state.options.sanitize:
         return state
     g = gpipe(core, pipe)
-    return eqx.tree_at(lambda s: s.vc, state, state.vc.at[g, g].add(jnp.asarray(active, jnp.int32)))
+    return eqx.tree_at(lambda s: s.vc, state, indexed.add(state.vc, (g, g), jnp.asarray(active, jnp.int32)))
 
 
 def join(state, core: int, pipe: Pipe, other, when=True):
@@ -204,7 +205,7 @@ def join(state, core: int, pipe: Pipe, other, when=True):
         return state
     g = gpipe(core, pipe)
     joined = jnp.where(when, jnp.maximum(state.vc[g], other), state.vc[g])
-    return eqx.tree_at(lambda s: s.vc, state, state.vc.at[g].set(joined))
+    return eqx.tree_at(lambda s: s.vc, state, indexed.put(state.vc, g, joined))
 
 
 def clock(state, core: int, pipe: Pipe):

@@ -30,6 +30,7 @@ import types
 
 from .cross_core import SyncMode
 from .kinds import Buffer, Pipe
+from .ops.pypto import AtomicType, atomic_add
 from .ops.ub_move import AccToVecMode
 from .ops.unit_flag import AccPhase, STPhase
 from .ops.vector import RoundMode
@@ -40,6 +41,7 @@ PipeType = Pipe
 __all__ = [
     "AccPhase",
     "AccToVecMode",
+    "AtomicType",
     "PipeType",
     "RoundMode",
     "STPhase",
@@ -50,10 +52,13 @@ __all__ = [
     "cast",
     "div",
     "exp",
+    "expand_add",
     "expand_div",
     "expand_mul",
     "expand_sub",
     "fill",
+    "get_block_idx",
+    "get_block_num",
     "get_subblock_idx",
     "insert",
     "load",
@@ -102,6 +107,16 @@ def section_vector(body):
 
 def get_subblock_idx() -> int:
     return current().get_subblock_idx()
+
+
+def get_block_idx():
+    """The block index (traced int32): on the cube core the launch's block, on AIV ``s`` ``block * 2 + s``."""
+    return current().get_block_idx()
+
+
+def get_block_num() -> int:
+    """The launch's ``block_dim`` (a static int; 1 in a plain ``run``)."""
+    return current().block_num
 
 
 def range(*args, count=None):  # noqa: A001 - PyPTO-Pro's name
@@ -160,16 +175,20 @@ def load(dst, src: str, offsets=(0, 0)):
         raise ValueError(f"pl.load writes Mat (L1) or Vec (UB) tiles, got {dst}")
 
 
-def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None):
-    """L0C -> GM (FIX, Nz -> ND, ``phase`` = STPhase, ``scale`` = quantisation) or UB -> GM (MTE3)."""
+def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None):
+    """L0C -> GM (FIX, Nz -> ND, ``phase`` = STPhase, ``scale`` = quantisation) or UB -> GM (MTE3).
+
+    ``atomic=AtomicType.AtomicAdd`` (or True) adds to GM instead of overwriting it.
+    """
     k = current()
     row, col = offsets
+    add = atomic_add(atomic)
     if src.buffer is Buffer.L0C:
-        k.store(dst, src, (row, col), phase=phase, relu=relu, scale=scale)
+        k.store(dst, src, (row, col), phase=phase, relu=relu, scale=scale, atomic=add)
     elif src.buffer is Buffer.UB:
         if phase is not None or scale is not None or relu:
             raise ValueError("phase, scale and relu apply to a store out of L0C (the fixpipe), not from UB")
-        k.copy_ub2gm(dst, src, row=row, col=col)
+        k.copy_ub2gm(dst, src, row=row, col=col, atomic=add)
     else:
         raise ValueError(f"pl.store reads Acc (L0C) or Vec (UB) tiles, got {src}")
 
@@ -180,7 +199,8 @@ def store_tile(dst: str, src, tile_offsets=(0, 0), **kwargs):
 
 
 def move(dst, src, offset=None, *, acc_to_vec_mode=None, phase=None, relu: bool = False, transpose: bool = False):
-    """Between on-chip buffers: L1 -> L0A / L0B / Bias (MTE1), L0C -> UB (FIX), UB -> L1 (MTE3, as ``insert``).
+    """Between on-chip buffers: L1 -> L0A / L0B / Bias (MTE1), L0C -> UB (FIX), UB -> L1 (MTE3, as ``insert``),
+    UB -> UB (V: same element count, so a ``[1, n]`` row becomes an ``[n, 1]`` column).
 
     L1 tiles hold A (M x K) and B (K x N) as loaded; ``transpose=True`` says the L1 tile holds the transpose.
     """
@@ -203,6 +223,10 @@ def move(dst, src, offset=None, *, acc_to_vec_mode=None, phase=None, relu: bool 
         k.copy_l12scale(dst, src, row=row, col=col)
     elif pair == (Buffer.UB, Buffer.L1):
         k.insert(dst, src, row=row, col=col)
+    elif pair == (Buffer.UB, Buffer.UB):
+        if offset is not None:
+            raise ValueError("a UB -> UB move copies whole tiles: drop offset")
+        k.copy_ub2ub(dst, src)
     else:
         raise ValueError(f"pl.move has no path {src.buffer} -> {dst.buffer}")
 
@@ -225,31 +249,36 @@ def _binary(kind):
 add, sub, mul, div = _binary("add"), _binary("sub"), _binary("mul"), _binary("div")
 
 
+def _reduce(kind, out, src, dim):
+    if dim == 0:
+        getattr(current(), "row_" + kind)(out, src)
+    elif dim == 1:
+        getattr(current(), "col_" + kind)(out, src)
+    else:
+        raise ValueError(
+            f"pl reductions take dim=0 (along rows, to [rows, 1]) or dim=1 (down columns, to [1, cols]), got dim={dim}"
+        )
+
+
 def maximum(out, lhs, rhs=None, *, dim=None):
-    """Elementwise max, or with ``dim=0`` the row max of ``lhs`` into the ``[rows, 1]`` tile ``out`` (``rhs``: tmp)."""
+    """Elementwise max; with ``dim=0`` the row max into ``[rows, 1]``, with ``dim=1`` the column max into ``[1, cols]``."""
     if dim is None:
         current().max(out, lhs, rhs)
-    elif dim == 0:
-        current().row_max(out, lhs)
     else:
-        raise ValueError(f"pl.maximum reduces along the last axis with dim=0, got dim={dim}")
+        _reduce("max", out, lhs, dim)
 
 
 def minimum(out, lhs, rhs=None, *, dim=None):
-    """Elementwise min, or with ``dim=0`` the row min into ``[rows, 1]``."""
+    """Elementwise min, or the row (``dim=0``) / column (``dim=1``) min."""
     if dim is None:
         current().min(out, lhs, rhs)
-    elif dim == 0:
-        current().row_min(out, lhs)
     else:
-        raise ValueError(f"pl.minimum reduces along the last axis with dim=0, got dim={dim}")
+        _reduce("min", out, lhs, dim)
 
 
 def sum(out, src, tmp=None, *, dim=0):  # noqa: A001 - PyPTO-Pro's name
-    """Row sum of ``src`` into the ``[rows, 1]`` tile ``out`` (``tmp`` accepted for PyPTO-Pro compatibility)."""
-    if dim != 0:
-        raise ValueError(f"pl.sum reduces along the last axis with dim=0, got dim={dim}")
-    current().row_sum(out, src)
+    """Row sum (``dim=0``, into ``[rows, 1]``) or column sum (``dim=1``, into ``[1, cols]``); ``tmp`` is accepted for PyPTO-Pro compatibility."""
+    _reduce("sum", out, src, dim)
 
 
 def _unary(kind, name):
@@ -268,19 +297,35 @@ sqrt = _unary("sqrt", "sqrt")
 relu = _unary("relu", "relu")
 
 
-def expand_sub(out, src, scalar, *, dim=0):
-    """``out = src - scalar`` with the ``[rows, 1]`` tile ``scalar`` broadcast along each row."""
-    current().expand_sub(out, src, scalar)
+def _expand(kind, out, src, vec, dim):
+    want = {0: (src.rows, 1), 1: (1, src.cols)}.get(dim)
+    if want is None:
+        raise ValueError(
+            f"expand_{kind} broadcasts a [rows, 1] column (dim=0) or a [1, cols] row (dim=1), got dim={dim}"
+        )
+    if (vec.rows, vec.cols) != want:
+        raise ValueError(f"expand_{kind}(dim={dim}) of {src} needs a [{want[0]}, {want[1]}] tile, got {vec}")
+    getattr(current(), "expand_" + kind)(out, src, vec)
 
 
-def expand_mul(out, src, scalar, *, dim=0):
-    """``out = src * scalar`` (row broadcast)."""
-    current().expand_mul(out, src, scalar)
+def expand_add(out, src, vec, *, dim=0):
+    """``out = src + vec``: a ``[rows, 1]`` column broadcast along rows (``dim=0``) or a ``[1, cols]`` row down columns (``dim=1``)."""
+    _expand("add", out, src, vec, dim)
 
 
-def expand_div(out, src, scalar, *, dim=0):
-    """``out = src / scalar`` (row broadcast)."""
-    current().expand_div(out, src, scalar)
+def expand_sub(out, src, vec, *, dim=0):
+    """``out = src - vec`` (broadcast as for :func:`expand_add`)."""
+    _expand("sub", out, src, vec, dim)
+
+
+def expand_mul(out, src, vec, *, dim=0):
+    """``out = src * vec`` (broadcast as for :func:`expand_add`)."""
+    _expand("mul", out, src, vec, dim)
+
+
+def expand_div(out, src, vec, *, dim=0):
+    """``out = src / vec`` (broadcast as for :func:`expand_add`)."""
+    _expand("div", out, src, vec, dim)
 
 
 def cast(out, src, *, mode=RoundMode.CAST_NONE):

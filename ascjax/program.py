@@ -18,7 +18,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from . import hazards, ops, sites
+from . import hazards, indexed, ops, sites
 from .chip import Chip
 from .cross_core import SyncMode
 from .hazards import N_CORES
@@ -117,7 +117,7 @@ class GroupHandle:
         if not k._go():
             return self.current()
         name, core = self.group.name, k.core
-        cursors = {**k.state.cursors, name: k.state.cursors[name].at[core].add(1)}
+        cursors = {**k.state.cursors, name: indexed.add(k.state.cursors[name], core, 1)}
         k.state = eqx.tree_at(lambda s: s.cursors, k.state, cursors)
         return self.current()
 
@@ -138,11 +138,17 @@ class GroupHandle:
 
 
 class Program:
-    """One AI Core program being traced: its allocator and the state its ops thread."""
+    """One AI Core program being traced: its allocator and the state its ops thread.
 
-    def __init__(self, chip: Chip, state: State):
+    ``block_idx`` is the index of this block in a launch (traced int32; 0 in a plain ``run``),
+    ``block_num`` the launch's ``block_dim`` (a static int; 1 in a plain ``run``).
+    """
+
+    def __init__(self, chip: Chip, state: State, *, block_idx=None, block_num: int = 1):
         self.chip = chip
         self.state = state
+        self._block_idx = block_idx
+        self.block_num = block_num
         self.allocator = Allocator(chip)
         self._depth = 0
         self.subblock: int | None = None  # None: ops run on the AIC; 0 / 1: on that AIV
@@ -238,6 +244,20 @@ class Program:
                 self._run_section(plan)
         return body
 
+    @property
+    def block_idx(self):
+        """This block's index in the launch (traced int32, the same on all three cores; 0 in a plain run)."""
+        return jnp.zeros((), jnp.int32) if self._block_idx is None else self._block_idx
+
+    def get_block_idx(self):
+        """``GetBlockIdx`` / PyPTO-Pro ``get_block_idx()``: ``block_idx`` on the cube core, ``block_idx * 2 + s`` on AIV s.
+
+        A 1:2 mix kernel numbers its vector cores [0, 2 * block_num) (facts §3 "Topology").
+        """
+        if self.subblock is None:
+            return self.block_idx
+        return self.block_idx * 2 + self.subblock
+
     def get_subblock_idx(self) -> int:
         """The current AIV's index (0 or 1); an error on the cube core."""
         if self.subblock is None:
@@ -329,6 +349,10 @@ class Program:
     row_max = _on_vector(ops.reduce_rows, "max")
     row_min = _on_vector(ops.reduce_rows, "min")
     row_sum = _on_vector(ops.reduce_rows, "sum")
+    col_max = _on_vector(ops.reduce_cols, "max")
+    col_min = _on_vector(ops.reduce_cols, "min")
+    col_sum = _on_vector(ops.reduce_cols, "sum")
+    copy_ub2ub = _on_vector(ops.copy)
     expand_add = _on_vector(ops.expand, "add")
     expand_sub = _on_vector(ops.expand, "sub")
     expand_mul = _on_vector(ops.expand, "mul")
@@ -405,7 +429,7 @@ class Program:
             body(jnp.int32(0))
         elif gate.target[0] == region:
             depth = self._depth
-            self.state = eqx.tree_at(lambda s: s.loop, self.state, self.state.loop.at[depth].set(gate.index))
+            self.state = eqx.tree_at(lambda s: s.loop, self.state, indexed.put(self.state.loop, depth, gate.index))
             self._depth += 1
             try:
                 with sites.loop_scope():
@@ -418,7 +442,7 @@ class Program:
         depth = self._depth
 
         def step(state, i):
-            state = eqx.tree_at(lambda s: s.loop, state, state.loop.at[depth].set(i))
+            state = eqx.tree_at(lambda s: s.loop, state, indexed.put(state.loop, depth, i))
             self._depth += 1
             try:
                 with sites.loop_scope():

@@ -58,24 +58,55 @@ def _output_spec(spec):
     return tuple(int(s) for s in shape), dtypes.to_numpy_dtype(dtype)
 
 
-def _execute(kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple, params: dict) -> Result:
+def initial_gm(inputs: dict, outputs: tuple) -> dict:
+    """GM before the kernel: the inputs, and every output zero-filled."""
     gm = dict(inputs)
     for name, (shape, dtype) in outputs:
         if name in gm:
             raise ValueError(f"GM tensor {name!r} is both an input and an output: name it once")
         gm[name] = jnp.zeros(shape, dtype)
-    program = Program(chip, State.create(chip, gm, tuple(name for name, _ in outputs), options, costs))
+    return gm
+
+
+def execute_block(
+    kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple, params: dict, *, block=None
+) -> State:
+    """Trace ``kernel`` on one block and return its finished state.
+
+    ``block`` (a launch's): ``(block_idx, block_num)``; the state then keeps the GM write marks the merge needs.
+    """
+    names = tuple(name for name, _ in outputs)
+    state = State.create(chip, initial_gm(inputs, outputs), names, options, costs, track_gm_writes=block is not None)
+    block_idx, block_num = block if block is not None else (None, 1)
+    program = Program(chip, state, block_idx=block_idx, block_num=block_num)
     _CURRENT.append(program)
     try:
         kernel(program, **params)
         program.flush()  # sections declared last
     finally:
         _CURRENT.pop()
-    state = finish(program.state)
+    return finish(program.state)
+
+
+def _execute(kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple, params: dict) -> Result:
+    state = execute_block(kernel, chip, options, costs, inputs, outputs, params)
     return Result(outputs={name: state.gm[name] for name, _ in outputs}, state=state)
 
 
 _execute_jit = eqx.filter_jit(_execute)
+
+
+def output_spec(outputs: dict) -> tuple:
+    """``outputs`` as a static tuple of ``(name, (shape, numpy dtype))``."""
+    return tuple((name, _output_spec(s)) for name, s in outputs.items())
+
+
+def raise_if_failed(result, verdict):
+    """``throw=True``: the typed error on the host, ``eqx.branched_error_if`` under a trace."""
+    if isinstance(verdict, jax.core.Tracer):
+        messages = [MESSAGES[v] for v in Verdict]
+        return eqx.branched_error_if(result, verdict != Verdict.OK, verdict, messages)
+    return result.check()
 
 
 def run(
@@ -93,7 +124,7 @@ def run(
     costs: Costs | None = None,
     max_events: int = 0,
 ) -> Result:
-    """Run ``kernel(k, **params)`` on one AI Core of ``chip``.
+    """Run ``kernel(k, **params)`` on one AI Core of ``chip`` (several blocks: :func:`ascjax.launch`).
 
     **Arguments:**
     - ``kernel``: a function of a :class:`ascjax.Program` ``k`` (and ``params``) that allocates
@@ -114,12 +145,6 @@ def run(
     options = options or Options(sanitize=sanitize, poison_races=poison_races, max_events=max_events)
     costs = default_costs(chip) if costs is None else costs
     inputs = {name: jnp.asarray(x) for name, x in inputs.items()}
-    spec = tuple((name, _output_spec(s)) for name, s in outputs.items())
+    spec = output_spec(outputs)
     result = (_execute_jit if jit else _execute)(kernel, chip, options, costs, inputs, spec, dict(params or {}))
-    if throw:
-        if isinstance(result.verdict, jax.core.Tracer):
-            messages = [MESSAGES[v] for v in Verdict]
-            result = eqx.branched_error_if(result, result.verdict != Verdict.OK, result.verdict, messages)
-        else:
-            result.check()
-    return result
+    return raise_if_failed(result, result.verdict) if throw else result

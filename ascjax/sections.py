@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import indexed
 from .hazards import N_CORES
 from .kinds import N_PIPES
 from .state import WaitKind
@@ -199,8 +200,8 @@ def run_concurrent(program, plans: list[Plan]):
         index = table_j[p, r[p], s[p]]
         new_state, progressed = jax.lax.switch(index, branches, state, i[p])
         r2, i2, s2, d2 = advance(p, r[p], i[p], s[p])
-        pick = lambda new, old: old.at[p].set(jnp.where(progressed, new, old[p]))  # noqa: E731
-        stalled = jnp.where(progressed, jnp.zeros_like(stalled), stalled.at[p].set(True))
+        pick = lambda new, old: indexed.put(old, p, new, progressed)  # noqa: E731
+        stalled = jnp.where(progressed, jnp.zeros_like(stalled), indexed.put(stalled, p, True))
         return new_state, pick(r2, r), pick(i2, i), pick(s2, s), pick(d2, done), stalled
 
     def step(carry, _):

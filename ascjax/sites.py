@@ -1,8 +1,11 @@
 """Op sites: every issued instruction is registered at trace time with its source line.
 
 The state carries only integer op ids; :func:`site` turns one back into the op's name,
-pipe, source location and a description for reports. The registry is process-wide so ids
-stay valid when a jitted kernel is served from the compilation cache.
+pipe, source location and a description for reports. An id is a hash of the site, not its
+registration number, so one kernel compiles to the same program in every process whatever
+else was traced before: the persistent compilation cache then serves it to the next process
+(the demo, each test worker, the CLI). Tracing registers the sites again, so ids stay valid
+when a kernel comes from the cache.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import zlib
 
 from .kinds import Pipe
 
@@ -34,9 +38,10 @@ class Site:
         return f"{self.op} at {self.location} (pipe {self.pipe})"
 
 
-_SITES: list[Site] = []
 _LOOP_DEPTH = [0]
 _INDEX: dict[Site, int] = {}
+_BY_ID: dict[int, Site] = {}
+_ID_MASK = 0x3FFFFFFF  # non-negative int32; -1 means "no op"
 
 
 def _short(path: str) -> str:
@@ -62,15 +67,18 @@ def register(op: str, pipe: Pipe, detail: str = "", core: int | str = "AIC") -> 
     file, line = _caller()
     site_ = Site(op, Pipe(pipe), file, line, detail, core, _LOOP_DEPTH[0])
     if site_ not in _INDEX:
-        _INDEX[site_] = len(_SITES)
-        _SITES.append(site_)
+        key = "|".join(str(f) for f in (op, int(site_.pipe), file, line, detail, core, site_.loop_depth))
+        op_id = zlib.crc32(key.encode()) & _ID_MASK
+        while op_id in _BY_ID:  # a collision (rare): the next free id
+            op_id = (op_id + 1) & _ID_MASK
+        _INDEX[site_] = op_id
+        _BY_ID[op_id] = site_
     return _INDEX[site_]
 
 
 def site(op_id: int) -> Site | None:
     """The site of an op id, or None for -1 (no op)."""
-    op_id = int(op_id)
-    return _SITES[op_id] if 0 <= op_id < len(_SITES) else None
+    return _BY_ID.get(int(op_id))
 
 
 class loop_scope:

@@ -13,6 +13,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
+from . import indexed
 from .chip import Chip
 from .cross_core import CrossCore
 from .granules import buffer_granules, gm_grid
@@ -28,6 +29,9 @@ N_WARNINGS = 3
 WARN_DIRECTION = 0  # unit flag on, mmad direction differs from the fixpipe's read order
 WARN_SET_PIPE = 1  # a cross-core set on a pipe other than the one of the data op before it
 WARN_WAIT_PIPE = 2  # a cross-core wait on a pipe other than the one of the data op after it
+#: Bits of ``State.gm_written``: how a block wrote a GM element (a launch merges the blocks' GM by them).
+GM_PLAIN = 1
+GM_ATOMIC = 2
 
 
 class WaitKind:
@@ -191,6 +195,7 @@ class State(eqx.Module):
     gm_outputs: tuple = eqx.field(static=True)  # names of the GM tensors the kernel may write
     buffer_codes: tuple = eqx.field(static=True)  # shadow keys, in the order errors refer to them
     gm: dict[str, Array]
+    gm_written: dict[str, Array]  # launch only (else empty): per GM output, per element GM_PLAIN | GM_ATOMIC bits
     aic: Aic
     ub: tuple[dict[str, Array], dict[str, Array]]  # each AIV's UB tiles (same layout, own data)
     wait: PipeWait  # what each blocked pipe of the block waits for
@@ -206,9 +211,19 @@ class State(eqx.Module):
     seq: Int[Array, ""]  # ops issued so far (orders errors)
     loop: Int[Array, " L"]  # current loop indices, outermost first
     warn_op: Int[Array, " W"]  # first op that raised each warning, -1 if none
+    gm_atomic: bool = eqx.field(static=True, default=False)  # GM writes add (AtomicAdd) instead of overwriting
 
     @staticmethod
-    def create(chip: Chip, gm: dict, outputs=(), options: Options | None = None, costs: Costs | None = None) -> State:
+    def create(
+        chip: Chip,
+        gm: dict,
+        outputs=(),
+        options: Options | None = None,
+        costs: Costs | None = None,
+        *,
+        track_gm_writes: bool = False,
+    ) -> State:
+        """The state before a kernel's first op; ``track_gm_writes`` keeps the write marks a launch merges."""
         options = options or Options()
         costs = default_costs(chip) if costs is None else costs
         gm = {name: jnp.asarray(x) for name, x in gm.items()}
@@ -229,6 +244,7 @@ class State(eqx.Module):
             gm_outputs=tuple(outputs),
             buffer_codes=tuple(shadows),
             gm=gm,
+            gm_written={name: jnp.zeros(gm[name].shape, jnp.uint8) for name in outputs} if track_gm_writes else {},
             aic=Aic.empty(chip),
             ub=({}, {}),
             wait=PipeWait.empty(chip.l0c_blocks),
@@ -250,6 +266,18 @@ class State(eqx.Module):
             loop=jnp.zeros((MAX_LOOP_DEPTH,), jnp.int32),
             warn_op=jnp.full((N_WARNINGS,), -1, jnp.int32),
         )
+
+    def atomic_mode(self, on: bool) -> State:
+        """A state whose GM writes add (``SetAtomicAdd``, ``AtomicType.AtomicAdd``) or overwrite (``SetAtomicNone``)."""
+        return dataclasses.replace(self, gm_atomic=bool(on))
+
+    def mark_gm(self, name: str, written) -> State:
+        """Record which elements of GM output ``name`` an op wrote (bool mask), and how; a no-op outside a launch."""
+        if name not in self.gm_written:
+            return self
+        bit = jnp.uint8(GM_ATOMIC if self.gm_atomic else GM_PLAIN)
+        marks = self.gm_written[name] | jnp.where(written, bit, jnp.uint8(0))
+        return eqx.tree_at(lambda s: s.gm_written[name], self, marks)
 
     def add_tile(self, tile, depth: int | None = None) -> State:
         """A state with storage for a newly allocated tile (zero-filled; a TileGroup stacks ``depth`` slots)."""
@@ -291,7 +319,7 @@ class State(eqx.Module):
         store = dict(self._store(tile, sub))
         if slot is not None:  # a TileGroup slot; one whose index was out of range writes nothing
             value = jnp.where(tile.ok, value, store[tile.name][slot])
-            value = store[tile.name].at[slot].set(value)
+            value = indexed.put(store[tile.name], slot, value)
         store[tile.name] = value
         if tile.buffer is Buffer.UB:
             ub = tuple(store if i == sub else self.ub[i] for i in (0, 1))

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from . import indexed
 from .hazards import N_CORES, N_GLOBAL_PIPES
 
 # why an op waited (events carry it)
@@ -185,9 +186,9 @@ def schedule(state, g: int, op: int, active, cost, ready=0.0, reason=REASON_NONE
         lambda x: (x.pipe_t, x.busy, x.stall),
         t,
         (
-            t.pipe_t.at[g].set(jnp.where(act, end, prev)),
-            t.busy.at[g].add(jnp.where(act, cost, 0.0)),
-            t.stall.at[g].add(jnp.where(act, start - prev, 0.0)),
+            indexed.put(t.pipe_t, g, end, act),
+            indexed.add(t.busy, g, jnp.where(act, cost, 0.0)),
+            indexed.add(t.stall, g, jnp.where(act, start - prev, 0.0)),
         ),
     )
     if t.ev_op.shape[0]:
@@ -195,7 +196,7 @@ def schedule(state, g: int, op: int, active, cost, ready=0.0, reason=REASON_NONE
         keep = act & (t.ev_count < t.ev_op.shape[0])
 
         def put(arr, value):
-            return arr.at[i].set(jnp.where(keep, jnp.asarray(value, arr.dtype), arr[i]))
+            return indexed.put(arr, i, value, keep)
 
         new = eqx.tree_at(
             lambda x: (x.ev_op, x.ev_pipe, x.ev_start, x.ev_end, x.ev_reason, x.ev_from, x.ev_count),

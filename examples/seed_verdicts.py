@@ -17,6 +17,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chip", choices=sorted(aj.CHIPS), default=None, help="override each case's chip")
     args = parser.parse_args()
+    aj.enable_compile_cache()
     rows = []
     for file in FILES:
         for name in aj.load_cases(str(KERNELS / file)):

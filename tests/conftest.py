@@ -8,6 +8,10 @@ sys.path.insert(0, str(KERNELS))  # kernel files import as plain modules in test
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+import ascjax  # noqa: E402
+
+ascjax.enable_compile_cache()  # the demo and every xdist worker share compiled kernels
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _fresh_jit_caches():

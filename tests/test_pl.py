@@ -71,6 +71,36 @@ def test_softmax_of_a_matmul_in_pl_matches_numpy():
     assert "0      AIC   1     0      FIX" in table and "AIV1  0     1      -          V" in table
 
 
+# --- column statistics (the DN form flash attention uses) -------------------------------------
+def _column_softmax_kernel(k):
+    x = pl.alloc("Vec", (16, 8), "float32", name="x")
+    stat = pl.alloc("Vec", (1, 8), "float32", name="stat")
+    column = pl.alloc("Vec", (8, 1), "float32", name="column")
+    with k.vector(0):
+        pl.load(x, "x")
+        pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+        pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+        pl.maximum(stat, x, dim=1)  # per column
+        pl.expand_sub(x, x, stat, dim=1)  # down each column
+        pl.exp(x, x)
+        pl.sum(stat, x, dim=1)
+        pl.expand_div(x, x, stat, dim=1)
+        pl.move(column, stat)  # [1, 8] row -> [8, 1] column, same bytes
+        pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
+        pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
+        pl.store("p", x, (0, 0))
+        pl.store("sums", column, (0, 0))
+
+
+def test_column_reductions_and_row_broadcast_match_numpy():
+    x = np.random.default_rng(3).normal(size=(16, 8)).astype(np.float32)
+    r = aj.run(_column_softmax_kernel, {"x": x}, {"p": ((16, 8), "float32"), "sums": ((8, 1), "float32")}, chip="950")
+    assert r.report().verdict is V.OK, str(r.report())
+    e = np.exp(x - x.max(axis=0, keepdims=True))
+    np.testing.assert_allclose(np.asarray(r.outputs["p"]), e / e.sum(axis=0, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(r.outputs["sums"])[:, 0], e.sum(axis=0), rtol=1e-5)
+
+
 # --- pl.range ---------------------------------------------------------------------------------
 def _range_kernel(k):
     row = pl.alloc("Vec", (1, 16), "float32", name="row")
@@ -149,9 +179,9 @@ def _misuse(k, variant):
         elif variant == "store_phase":
             pl.store("out", vec, (0, 0), phase=pl.STPhase.Final)
         elif variant == "max_dim":
-            pl.maximum(col, vec, vec, dim=1)
+            pl.maximum(col, vec, vec, dim=2)
         elif variant == "sum_dim":
-            pl.sum(col, vec, vec, dim=1)
+            pl.sum(col, vec, vec, dim=1)  # dim=1 reduces columns into [1, 16], not [16, 1]
     if variant == "move_path":
         with k.cube():
             pl.move(left, acc)
@@ -169,8 +199,8 @@ def _trace(variant):
     [
         ("load_l0a", r"pl.load writes Mat \(L1\) or Vec \(UB\) tiles"),
         ("store_phase", r"phase, scale and relu apply to a store out of L0C \(the fixpipe\), not from UB"),
-        ("max_dim", r"pl.maximum reduces along the last axis with dim=0, got dim=1"),
-        ("sum_dim", r"pl.sum reduces along the last axis with dim=0, got dim=1"),
+        ("max_dim", r"pl reductions take dim=0 \(along rows, to \[rows, 1\]\) or dim=1 .*got dim=2"),
+        ("sum_dim", r"rule 'column reduction': col_sum of .* gives a \[1, 16\] tile, got `col`"),
         ("move_path", r"pl.move has no path L0C -> L0A"),
     ],
 )

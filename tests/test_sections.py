@@ -60,6 +60,7 @@ def test_section_order_does_not_change_verdict_outputs_or_cycles_and_timing_foll
     assert first_mul >= first_set + float(first.state.costs.cross_core_latency_cycles)
 
 
+@pytest.mark.slow  # test_flash_attention's gradient test runs through two concurrent sections in CI
 def test_gradient_through_a_two_section_kernel():
     """d sum(out) / dx for out = 2 * x @ w (the cube produces, the AIVs scale and store)."""
     x = pingpong.inputs()

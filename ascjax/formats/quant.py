@@ -24,6 +24,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from ..straight_through import straight_through as _straight_through
 from . import saturate as _saturate
 
 ARCH_2201, ARCH_3510 = "2201", "3510"
@@ -156,21 +157,30 @@ def scale_1_8_10(scale) -> jax.Array:
     return jax.lax.bitcast_convert_type(bits & jnp.uint32(0xFFFFE000), jnp.float32)
 
 
-def apply(x, q: QuantMode, out: str, *, scale=None, offset: int = 0, relu=False, saturate=True) -> jax.Array:
+def apply(
+    x, q: QuantMode, out: str, *, scale=None, offset: int = 0, relu=False, saturate=True, straight_through=False
+) -> jax.Array:
     """Convert L0C values ``x`` (rows x cols) with mode ``q`` to ``out`` storage (HiF8: uint8 codes).
 
     ``scale`` is a scalar or a vector over the last axis (per channel); ``relu`` and ``saturate``
-    (CTRL[48] == 0) may be traced.
+    (CTRL[48] == 0) may be traced. ``straight_through`` (static) differentiates the rounding and
+    saturation as the identity; the scale and ReLU keep their derivatives.
     """
     x = jnp.asarray(x)
     relu = jnp.asarray(relu)
     if q.name == "NoQuant":
-        y = jnp.where(relu & (x < 0), jnp.zeros((), x.dtype), x)
-        return y if out == _S32 else _saturate.cast(y, _F32, saturate=saturate)
-    xf = x.astype(jnp.float32)
-    v = xf * scale_1_8_10(scale) if q.scaled else xf
-    v = jnp.where(relu & (xf < 0), 0.0, v)  # ReLU coefficient M2 = 0 for negative sources
-    if q.offset:
-        lo, hi = OFFSET_RANGE
-        v = jnp.round(jnp.clip(v, lo, hi)) + offset
-    return _saturate.cast(v, out, saturate=saturate, rounding=q.rounding)
+        v = jnp.where(relu & (x < 0), jnp.zeros((), x.dtype), x)
+        if out == _S32:
+            return v
+    else:
+        xf = x.astype(jnp.float32)
+        v = xf * scale_1_8_10(scale) if q.scaled else xf
+        v = jnp.where(relu & (xf < 0), 0.0, v)  # ReLU coefficient M2 = 0 for negative sources
+
+    def convert(v):
+        if q.offset:
+            lo, hi = OFFSET_RANGE
+            v = jnp.round(jnp.clip(v, lo, hi)) + offset
+        return _saturate.cast(v, out, saturate=saturate, rounding=q.rounding)
+
+    return _straight_through(v, convert) if straight_through else convert(v)

@@ -16,7 +16,7 @@ from .pypto import matmul, matmul_acc, move_to_vec, store
 from .sync import sync_notify, sync_pipe, sync_wait
 from .ub_move import AccToVecMode, copy_gm2ub, copy_l0c2ub, copy_ub2gm, copy_ub2l1, split
 from .unit_flag import AccPhase, STPhase, UnitFlagMode
-from .vector import RoundMode, binary, cast, expand, fill, reduce_rows, round_cast, unary
+from .vector import RoundMode, binary, cast, copy, expand, fill, reduce_cols, reduce_rows, round_cast, unary
 
 __all__ = [
     "AccPhase",
@@ -28,9 +28,11 @@ __all__ = [
     "copy_l0c2ub",
     "copy_ub2gm",
     "copy_ub2l1",
+    "copy",
     "expand",
     "fill",
     "move_to_vec",
+    "reduce_cols",
     "reduce_rows",
     "round_cast",
     "set_cross_core",

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from .. import granules, hazards, timing
+from .. import granules, hazards, indexed, timing
 from ..kinds import Buffer, Pipe
 from ..results import Verdict
 from ..state import WARN_WAIT_PIPE, State
@@ -45,8 +45,8 @@ def issue(state: State, pipe: Pipe, core: int = AIC, data: bool = True) -> tuple
         pending = log.wait_op[core]
         state = warn(state, active & (pending >= 0) & (log.wait_pipe[core] != int(pipe)), WARN_WAIT_PIPE, pending)
         new = type(log)(
-            data_pipe=log.data_pipe.at[core].set(jnp.where(active, int(pipe), log.data_pipe[core])),
-            wait_op=log.wait_op.at[core].set(jnp.where(active, -1, pending)),
+            data_pipe=indexed.put(log.data_pipe, core, int(pipe), active),
+            wait_op=indexed.put(log.wait_op, core, -1, active),
             wait_pipe=log.wait_pipe,
         )
         state = eqx.tree_at(lambda s: s.issue_log, state, new)
@@ -107,7 +107,7 @@ def block(
     cond = jnp.asarray(cond) & ~w.blocked[p]
 
     def put(arr, new):
-        return arr.at[p].set(jnp.where(cond, jnp.asarray(new, arr.dtype), arr[p]))
+        return indexed.put(arr, p, new, cond)
 
     new = type(w)(
         op=put(w.op, op),
@@ -120,8 +120,8 @@ def block(
         last_op=put(w.last_op, last_op),
         last_mode=put(w.last_mode, last_mode),
         hint_op=w.hint_op,
-        loop=w.loop.at[p].set(jnp.where(cond, state.loop, w.loop[p])),
-        mask=w.mask if mask is None else w.mask.at[p].set(jnp.where(cond, mask, w.mask[p])),
+        loop=indexed.put(w.loop, p, state.loop, cond),
+        mask=w.mask if mask is None else indexed.put(w.mask, p, mask, cond),
         all_pipes=put(w.all_pipes, all_pipes),
     )
     return eqx.tree_at(lambda s: s.wait, state, new)
@@ -137,7 +137,7 @@ def hint_release(state: State, releases, op: int) -> State:
 def warn(state: State, cond, bit: int, op: int) -> State:
     """Record the first op that raised warning ``bit``."""
     first = jnp.asarray(cond) & (state.warn_op[bit] < 0)
-    return eqx.tree_at(lambda s: s.warn_op, state, state.warn_op.at[bit].set(jnp.where(first, op, state.warn_op[bit])))
+    return eqx.tree_at(lambda s: s.warn_op, state, indexed.put(state.warn_op, bit, op, first))
 
 
 def in_range(value, limit) -> jnp.ndarray:

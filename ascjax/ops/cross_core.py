@@ -13,7 +13,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from .. import hazards, sites, timing
+from .. import hazards, indexed, sites, timing
 from ..cross_core import SyncMode, routes, wait_cells
 from ..hazards import AIC, CORE_NAMES
 from ..kinds import AIC_PIPES, AIV_PIPES, N_PIPES, Pipe
@@ -32,8 +32,9 @@ def _check(state: State, what: str, pipe, event_id, sync_mode, core: int, peer: 
     _need(pipe in pipes, f"rule 'cross-core pipe': {where}: the {CORE_NAMES[core][:3]} has no pipe {pipe}")
     if mode is SyncMode.INTER_BLOCK:
         raise ValueError(
-            f"rule 'INTER_BLOCK': {where} synchronises several AI Core blocks, and this run has one block; "
-            "launch the kernel on several blocks, or use INTRA_BLOCK between the cube and vector cores of one block"
+            f"rule 'INTER_BLOCK': {where} synchronises several AI Core blocks; ascjax runs one block per `run`, "
+            "and `ascjax.launch` runs its blocks without inter-block events: split the work into two launches, "
+            "store with an atomic add, or use INTRA_BLOCK between the cube and vector cores of one block"
         )
     _need(
         pipe is not Pipe.S,
@@ -80,10 +81,14 @@ def _begin(state: State, what: str, pipe, event_id, sync_mode, sub, peer, when):
 
 def _stats(xc, core, ev, run, pipe: Pipe, mode: SyncMode, counter: str, pipes: str):
     """Count an executed set or wait per (core, id), with its pipe and mode bits."""
+
+    def set_bit(arr, bit):
+        return indexed.put(arr, (core, ev), indexed.get(arr, (core, ev)) | jnp.where(run, 1 << bit, 0))
+
     updates = {
-        counter: getattr(xc, counter).at[core, ev].add(run.astype(jnp.int32)),
-        pipes: getattr(xc, pipes).at[core, ev].set(getattr(xc, pipes)[core, ev] | jnp.where(run, 1 << int(pipe), 0)),
-        "modes": xc.modes.at[core, ev].set(xc.modes[core, ev] | jnp.where(run, 1 << int(mode), 0)),
+        counter: indexed.add(getattr(xc, counter), (core, ev), run.astype(jnp.int32)),
+        pipes: set_bit(getattr(xc, pipes), int(pipe)),
+        "modes": set_bit(xc.modes, int(mode)),
     }
     return eqx.tree_at(lambda x: [getattr(x, k) for k in updates], xc, list(updates.values()))
 
@@ -129,13 +134,13 @@ def set_cross_core(
             lambda x: (x.count, x.mode, x.set_op, x.vc),
             xc,
             (
-                xc.count.at[cell].add(run.astype(jnp.int32)),
-                xc.mode.at[cell].set(jnp.where(run, int(mode), xc.mode[cell])),
-                xc.set_op.at[cell].set(jnp.where(run, op, xc.set_op[cell])),
-                xc.vc.at[cell].set(jnp.where(run, jnp.maximum(xc.vc[cell], own), xc.vc[cell])),
+                indexed.add(xc.count, cell, run.astype(jnp.int32)),
+                indexed.put(xc.mode, cell, int(mode), run),
+                indexed.put(xc.set_op, cell, op, run),
+                indexed.put(xc.vc, cell, jnp.maximum(indexed.get(xc.vc, cell), own), run),
             ),
         )
-        xc_t = state.time.xc_t.at[cell].set(jnp.where(run, set_at, state.time.xc_t[cell]))
+        xc_t = indexed.put(state.time.xc_t, cell, set_at, run)
         state = eqx.tree_at(lambda s: (s.xc, s.time.xc_t), state, (xc, xc_t))
     xc = _stats(state.xc, core, ev, run, pipe, mode, "n_set", "set_pipes")
     return eqx.tree_at(lambda s: s.xc, state, xc)
@@ -186,16 +191,14 @@ def wait_cross_core(
     ready = jnp.max(jnp.stack([state.time.xc_t[(r, s, ev)] for r, s in cells])) + state.costs.cross_core_latency_cycles
     count = xc.count
     for r, s in cells:
-        count = count.at[r, s, ev].add(-take.astype(jnp.int32))
+        count = indexed.add(count, (r, s, ev), -take.astype(jnp.int32))
     state = eqx.tree_at(lambda st: st.xc.count, state, count)
     held = tuple(AIC_PIPES if core == AIC else AIV_PIPES) if everywhere else (pipe,)
     for p in held:  # the wait holds these pipes until the signal arrives
         state = hazards.join(state, core, p, signal, when=take)
         if p is not pipe:
             g = hazards.gpipe(core, p)
-            pipe_t = state.time.pipe_t.at[g].set(
-                jnp.where(take, jnp.maximum(state.time.pipe_t[g], ready), state.time.pipe_t[g])
-            )
+            pipe_t = indexed.put(state.time.pipe_t, g, jnp.maximum(state.time.pipe_t[g], ready), take)
             state = eqx.tree_at(lambda st: st.time.pipe_t, state, pipe_t)
     state, _, _ = clock_op(
         state, pipe, op, take, 0.0, ready, timing.REASON_CROSS_CORE, xc.set_op[(*cells[0], ev)], core=core
@@ -205,8 +208,8 @@ def wait_cross_core(
         lambda st: (st.issue_log.wait_op, st.issue_log.wait_pipe),
         state,
         (
-            log.wait_op.at[core].set(jnp.where(take, op, log.wait_op[core])),
-            log.wait_pipe.at[core].set(jnp.where(take, int(pipe), log.wait_pipe[core])),
+            indexed.put(log.wait_op, core, op, take),
+            indexed.put(log.wait_pipe, core, int(pipe), take),
         ),
     )
     xc = _stats(state.xc, core, ev, take, pipe, mode, "n_wait", "wait_pipes")

@@ -92,7 +92,8 @@ def fixpipe(
     vector scale). ``quant_scale`` is one scale (float, traced allowed) or one per output column
     (a 1-D array, or the name of a 1-D float32 GM input); the hardware reads it in (1, 8, 10)
     format. ``quant_offset`` (in [-256, 255]) is added by the int8/uint8 modes. Float outputs
-    follow CTRL[48] (``set_ctrl_saturation``); ``relu`` zeroes negative L0C values.
+    follow CTRL[48] (``set_ctrl_saturation``); ``relu`` zeroes negative L0C values. With
+    ``Options.straight_through`` the rounding and saturation are differentiated as the identity.
     """
     _expect(src, Buffer.L0C, "src")
     _need(dst in state.gm, f"GM tensor {dst!r} is not an input or output of this kernel: have {sorted(state.gm)}")
@@ -212,21 +213,38 @@ def fixpipe(
             f"moves {limit} columns" + ("" if static_int(n) is not None else " (n is traced: the whole window)"),
         )
         scale = jnp.pad(scale[:win_c], (0, max(0, win_c - scale.shape[0])), constant_values=1.0)
-    data = quant.apply(data, q, out_dtype, scale=scale, offset=quant_offset, relu=relu, saturate=state.aic.saturation)
+    data = quant.apply(
+        data, q, out_dtype, scale=scale, offset=quant_offset, relu=relu, saturate=state.aic.saturation,
+        straight_through=state.options.straight_through,
+    )  # fmt: skip
     if out_dtype == "hifloat8":  # its NaN code, not uint8's poison
         data = jnp.where(jnp.asarray(racy) & state.options.poison_races, jnp.uint8(_HIF8_NAN), data)
     else:
         data = poison(data, racy, state.options)
+    atomic = state.gm_atomic  # pl.store(..., atomic=AtomicType.AtomicAdd): the write adds to GM
+    _need(
+        not atomic or out_dtype != "hifloat8",
+        "rule 'atomic dtype': an atomic add of HiFloat8 codes is not modelled: store float16/float32 and convert",
+    )
+    track = dst in state.gm_written  # a launch merges the blocks' GM by what each wrote
+    written = None
     if nz2nd:
         rows_ok = jnp.arange(win_r) < m
         cols_ok = jnp.arange(win_c) < n
         # rows/columns past the valid m x n are padding: they are routed past the tensor and dropped
         ri = jnp.where(rows_ok & execute, dst_row + jnp.arange(win_r), g.shape[0])
         ci = jnp.where(cols_ok & execute, dst_col + jnp.arange(win_c), g.shape[1])
-        new = g.at[ri[:, None], ci[None, :]].set(data, mode="drop")
+        at = g.at[ri[:, None], ci[None, :]]
+        new = at.add(data, mode="drop") if atomic else at.set(data, mode="drop")
+        if track:
+            written = jnp.zeros(g.shape, bool).at[ri[:, None], ci[None, :]].set(True, mode="drop")
     else:
-        new = jnp.where(execute, to_fractal(data, Format.NZ, 16), g)
-    return eqx.tree_at(lambda s: s.gm[dst], state, new)
+        fractals = to_fractal(data, Format.NZ, 16)
+        new = jnp.where(execute, g + fractals if atomic else fractals, g)
+        if track:
+            written = jnp.broadcast_to(jnp.asarray(execute), g.shape)
+    state = eqx.tree_at(lambda s: s.gm[dst], state, new)
+    return state.mark_gm(dst, written) if track else state
 
 
 def _clock_fixpipe(state: State, src, op: int, execute, mode, nz2nd, row0, m, col0, n, out_dtype) -> State:

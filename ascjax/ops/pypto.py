@@ -10,6 +10,8 @@ traced (0 = no phase), so one compiled kernel sweeps every combination.
 
 from __future__ import annotations
 
+import enum
+
 import equinox as eqx
 import jax.numpy as jnp
 
@@ -24,6 +26,20 @@ from .fixpipe import fixpipe
 from .move import _expect, _need
 from .ub_move import AccToVecMode, copy_l0c2ub
 from .unit_flag import mode_value, region_mask
+
+
+class AtomicType(enum.IntEnum):
+    """PyPTO-Pro ``store(..., atomic=)``: overwrite GM (``AtomicNone``) or add to it element-wise (``AtomicAdd``)."""
+
+    AtomicNone = 0
+    AtomicAdd = 1
+
+
+def atomic_add(atomic) -> bool:
+    """Whether a store's ``atomic`` (an :class:`AtomicType`, a bool or None) asks for an atomic add."""
+    if atomic is None or isinstance(atomic, (bool, AtomicType)):
+        return bool(atomic)
+    raise ValueError(f"store atomic= takes pl.AtomicType.AtomicNone / AtomicAdd (or a bool), got {atomic!r}")
 
 
 def _no_phase(phase):
@@ -79,17 +95,29 @@ def matmul_acc(state: State, dst: Tile, acc: Tile, lhs: Tile, rhs: Tile, *, phas
     return _auto_set(state, dst, lhs.rows, rhs.cols, _no_phase(phase))
 
 
-def store(state: State, dst: str, src: Tile, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None) -> State:
+def store(
+    state: State, dst: str, src: Tile, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None
+) -> State:
     """``pl.store`` of an L0C tile to GM (fixpipe, Nz -> ND) at ``offsets`` (row, col; traced allowed).
 
     ``scale`` is the fixpipe quantisation scale: a float (per tensor) or a GM vector name (per
-    channel), see ``fixpipe(quant_scale=...)``.
+    channel), see ``fixpipe(quant_scale=...)``. ``atomic=AtomicType.AtomicAdd`` adds the
+    result to GM instead of overwriting it.
     """
     _expect(src, Buffer.L0C, "src")
     state = _auto_wait(state, src, 0, src.rows, 0, src.cols, _no_phase(phase))
-    return fixpipe(
-        state, dst, src, dst_row=offsets[0], dst_col=offsets[1], relu=relu, unit_flag_mode=phase, quant_scale=scale
+    before = state.gm_atomic
+    state = fixpipe(
+        state.atomic_mode(atomic_add(atomic) or before),
+        dst,
+        src,
+        dst_row=offsets[0],
+        dst_col=offsets[1],
+        relu=relu,
+        unit_flag_mode=phase,
+        quant_scale=scale,
     )
+    return state.atomic_mode(before)
 
 
 def move_to_vec(

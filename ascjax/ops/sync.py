@@ -10,7 +10,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from .. import hazards, sites, timing
+from .. import hazards, indexed, sites, timing
 from ..hazards import AIC, CORE_NAMES
 from ..kinds import AIC_FLAG_PAIRS, AIV_FLAG_PAIRS, N_PIPES, Pipe
 from ..results import SYNC_EVENT_RANGE, SYNC_SET_TWICE, Verdict
@@ -74,12 +74,12 @@ def sync_notify(state: State, src, dst, event_id, *, sub: int | None = None) -> 
     state = hint_release(state, releases, op)
     # the flag carries the notifier's clock: everything src did before is ordered before the wait
     new = type(f)(
-        bits=f.bits.at[at].set(already | run),
-        op=f.op.at[at].set(jnp.where(run, op, f.op[at])),
-        vc=f.vc.at[at].set(jnp.where(run, hazards.clock(state, core, src), f.vc[at])),
+        bits=indexed.put(f.bits, at, already | run),
+        op=indexed.put(f.op, at, op, run),
+        vc=indexed.put(f.vc, at, hazards.clock(state, core, src), run),
     )
     state, _, set_at = clock_op(state, src, op, run, 0.0, core=core)  # sets once src's earlier work is done
-    flag_t = state.time.flag_t.at[at].set(jnp.where(run, set_at, state.time.flag_t[at]))
+    flag_t = indexed.put(state.time.flag_t, at, set_at, run)
     return eqx.tree_at(lambda s: (s.flags, s.time.flag_t), state, (new, flag_t))
 
 
@@ -107,7 +107,7 @@ def sync_wait(state: State, src, dst, event_id, *, sub: int | None = None) -> St
         last_op=f.op[at],
         core=core,
     )
-    bits = f.bits.at[at].set(is_set & ~run)
+    bits = indexed.put(f.bits, at, is_set & ~run)
     state = hazards.join(state, core, dst, f.vc[at], when=run & is_set)
     ready = state.time.flag_t[at] + state.costs.flag_latency_cycles
     state, _, _ = clock_op(state, dst, op, run & is_set, 0.0, ready, timing.REASON_FLAG, f.op[at], core=core)

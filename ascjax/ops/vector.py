@@ -18,6 +18,7 @@ from .. import dtypes, sites
 from ..kinds import Buffer, Pipe
 from ..memory import Tile
 from ..state import State
+from ..straight_through import straight_through
 from ._machine import clock_op, core_of, issue, poison, touch_tile
 from .move import _expect, _need
 
@@ -125,35 +126,68 @@ def unary(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
 
 def reduce_rows(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
     """Row reduction (max, min, sum) of ``src`` into the ``[rows, 1]`` tile ``out``."""
+    return _reduce(state, kind, out, src, 1, sub)
+
+
+def reduce_cols(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
+    """Column reduction (max, min, sum) of ``src`` into the ``[1, cols]`` tile ``out``.
+
+    The statistics of a transposed (DN) score tile: one value per column, i.e. per query.
+    """
+    return _reduce(state, kind, out, src, 0, sub)
+
+
+def _reduce(state: State, kind: str, out: Tile, src: Tile, axis: int, sub: int) -> State:
     _need(kind in _REDUCE, f"unknown reduction {kind!r}: expected one of {sorted(_REDUCE)}")
     _ub(out, "out")
     _ub(src, "src")
+    name = ("col_", "row_")[axis] + kind
+    want = (src.rows, 1) if axis == 1 else (1, src.cols)
     _need(
-        out.rows == src.rows and out.cols == 1,
-        f"rule 'row reduction': reducing {src} along rows gives a [{src.rows}, 1] tile, got {out}",
+        (out.rows, out.cols) == want,
+        f"rule '{('column', 'row')[axis]} reduction': {name} of {src} gives a [{want[0]}, {want[1]}] tile, got {out}",
     )
-    _need(src.dtype == out.dtype, f"rule 'vector dtypes': row_{kind} keeps the dtype ({src} -> {out})")
+    _need(src.dtype == out.dtype, f"rule 'vector dtypes': {name} keeps the dtype ({src} -> {out})")
     red = _REDUCE[kind]
     return _vec_op(
-        state, f"row_{kind}", f"{out} = row_{kind}({src})", sub, out, (src,),
-        lambda x: red(x, axis=1, keepdims=True), False,
-    )  # fmt: skip
+        state, name, f"{out} = {name}({src})", sub, out, (src,), lambda x: red(x, axis=axis, keepdims=True), False
+    )
 
 
-def expand(state: State, kind: str, out: Tile, src: Tile, column: Tile, *, sub: int) -> State:
-    """``expand_sub`` / ``expand_mul`` / ``expand_div`` / ``expand_add``: ``out = src (op) column``, column ``[rows, 1]``."""
+def expand(state: State, kind: str, out: Tile, src: Tile, vec: Tile, *, sub: int) -> State:
+    """``expand_sub`` / ``expand_mul`` / ``expand_div`` / ``expand_add``: ``out = src (op) vec``.
+
+    ``vec`` is a ``[rows, 1]`` column (broadcast along each row) or a ``[1, cols]`` row
+    (broadcast down each column, the DN statistics of a transposed tile).
+    """
     _need(kind in ("add", "sub", "mul", "div"), f"unknown expand op {kind!r}: expected add, sub, mul or div")
-    for t, what in ((out, "out"), (src, "src"), (column, "column")):
+    for t, what in ((out, "out"), (src, "src"), (vec, "vec")):
         _ub(t, what)
     _same_shape(out, src)
     _need(
-        column.rows == src.rows and column.cols == 1,
-        f"rule 'expand': the broadcast operand must be a [{src.rows}, 1] tile, got {column}",
+        (vec.rows, vec.cols) in ((src.rows, 1), (1, src.cols)),
+        f"rule 'expand': the broadcast operand of {src} must be a [{src.rows}, 1] column or a [1, {src.cols}] "
+        f"row, got {vec}",
     )
-    _need(src.dtype == column.dtype == out.dtype, f"rule 'vector dtypes': expand_{kind} needs one dtype")
+    _need(src.dtype == vec.dtype == out.dtype, f"rule 'vector dtypes': expand_{kind} needs one dtype")
     fn = _BINARY[kind]
+    return _vec_op(state, f"expand_{kind}", f"{out} = {src} {kind} {vec}", sub, out, (src, vec), fn, kind == "div")
+
+
+def copy(state: State, out: Tile, src: Tile, *, sub: int) -> State:
+    """UB -> UB copy on V (``pl.move`` between Vec tiles): same dtype and element count.
+
+    Elements keep their row-major order, so a ``[1, n]`` row becomes an ``[n, 1]`` column: the
+    ND/DN views of one vector, as PyPTO-Pro kernels use them for row statistics.
+    """
+    _ub(out, "out")
+    _ub(src, "src")
+    _need(
+        out.dtype == src.dtype and out.rows * out.cols == src.rows * src.cols,
+        f"rule 'vector copy': a UB -> UB copy keeps dtype and element count: {src} -> {out} (cast to convert)",
+    )
     return _vec_op(
-        state, f"expand_{kind}", f"{out} = {src} {kind} {column}", sub, out, (src, column), fn, kind == "div"
+        state, "copy_ub2ub", f"{out} = {src}", sub, out, (src,), lambda x: x.reshape(out.rows, out.cols), False
     )
 
 
@@ -168,15 +202,20 @@ def fill(state: State, out: Tile, value, *, sub: int) -> State:
 
 
 def cast(state: State, out: Tile, src: Tile, *, mode: RoundMode = RoundMode.CAST_NONE, sub: int) -> State:
-    """``out = src`` converted to ``out``'s dtype with rounding ``mode``; integers saturate, NaN -> 0."""
+    """``out = src`` converted to ``out``'s dtype with rounding ``mode``; integers saturate, NaN -> 0.
+
+    With ``Options.straight_through`` the rounding is differentiated as the identity.
+    """
     _ub(out, "out")
     _ub(src, "src")
     _same_shape(out, src)
     mode = RoundMode(mode)
-    return _vec_op(
-        state, "cast", f"{out} = cast({src}, {mode.name})", sub, out, (src,),
-        lambda x: round_cast(x, out.np_dtype, mode), False,
-    )  # fmt: skip
+
+    def convert(x):
+        return round_cast(x, out.np_dtype, mode)
+
+    compute = (lambda x: straight_through(x, convert)) if state.options.straight_through else convert
+    return _vec_op(state, "cast", f"{out} = cast({src}, {mode.name})", sub, out, (src,), compute, False)
 
 
 def _value(x, other):

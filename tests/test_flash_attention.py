@@ -1,0 +1,176 @@
+"""Flash attention: accuracy against a float64 reference, gradients, the broken twins, overlap, multi-block.
+
+The variant (good kernel or twin) is a traced code, so each fixture compiles the kernel once:
+``fast`` runs the good kernel and its deadlock twin without race checks, with ``value_and_grad``
+(outputs, gradients and timeline in one program); ``checked`` (slow) runs all four with the race
+checks.
+"""
+
+import functools
+import math
+
+import flash_attention as fa
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import KERNELS
+
+import ascjax as aj
+from ascjax.kinds import N_PIPES
+
+SEQ_Q, SEQ_KV, D, HEADS = 64, 150, 64, 2  # 150 keys: three KV tiles of 64, the last with 42 padded keys
+
+
+def _launch(x, variant, heads, *, sanitize=True):
+    return aj.launch(
+        fa.flash_attention_kernel,
+        x,
+        {"out": (x["q"].shape, "float16")},
+        block_dim=heads,
+        chip="950",
+        params={**fa.params(SEQ_Q, SEQ_KV, D), "variant": variant},
+        options=aj.Options(sanitize=sanitize, max_events=2048),
+        jit=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def fast():
+    """One compile without the race checks: outputs, gradients and the timeline of the good kernel,
+    and the verdict of its deadlock twin (a deadlock needs no race checks): a vmap over the two codes
+    of ``value_and_grad``."""
+    x = fa.inputs(SEQ_Q, SEQ_KV, D)
+    weights = jnp.asarray(np.random.default_rng(1).standard_normal(x["q"].shape), jnp.float32)
+
+    def forward(q, k, v, code):
+        r = aj.run(
+            fa.flash_attention_kernel,
+            {**x, "q": q, "k": k, "v": v},
+            {"out": (x["q"].shape, "float16")},
+            chip="950",
+            params={**fa.params(SEQ_Q, SEQ_KV, D), "variant": code},
+            options=aj.Options(sanitize=False, max_events=2048),
+            jit=False,
+        )
+        out = r.outputs["out"]
+        return jnp.sum(out.astype(jnp.float32) * weights), (out, r.verdict, r.state.time)
+
+    run = jax.vmap(jax.value_and_grad(forward, argnums=(0, 1, 2), has_aux=True), in_axes=(None, None, None, 0))
+    args = tuple(jnp.asarray(x[n]) for n in ("q", "k", "v"))
+    (_, (out, verdict, timeline)), grads = jax.jit(run)(*args, jnp.array([fa.OK, fa.NO_READY_SET], jnp.int32))
+    return x, weights, np.asarray(out[0], np.float64), np.asarray(verdict), timeline, [g[0] for g in grads]
+
+
+def test_ok_matches_reference(fast):
+    x, _, out, verdict, _, _ = fast
+    assert aj.Verdict(int(verdict[0])) is aj.Verdict.OK
+    err = np.abs(out - fa.reference(x, SEQ_KV)["out"])
+    assert 0 < err.max() <= fa.ATOL["float16"], err.max()  # f16 output: the rounding is visible
+
+
+def test_padded_keys_are_masked(fast):
+    """Attending to the zero padding too would move the output by far more than the tolerance."""
+    x, _, out, _, _, _ = fast
+    unmasked = fa.reference(x, fa.padded(SEQ_KV, 64))["out"]
+    assert np.abs(out - unmasked).max() > 10 * fa.ATOL["float16"]
+
+
+def test_missing_ready_set_deadlocks(fast):
+    assert aj.Verdict(int(fast[3][1])) is aj.Verdict.DEADLOCK
+
+
+def test_cube_and_vector_overlap(fast):
+    """Vector ops run while the cube is busy: the software pipeline overlaps QK(t + 1) with P(t)."""
+    t = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], fast[4])  # the good kernel
+    n = int(min(int(t.ev_count), t.ev_op.shape[0]))
+    pipe, start, end = t.ev_pipe[:n], t.ev_start[:n], t.ev_end[:n]
+    cube = [(s, e) for p, s, e in zip(pipe, start, end) if p < N_PIPES and e > s]
+    vector = [(s, e) for p, s, e in zip(pipe, start, end) if p >= N_PIPES and e > s]
+    assert cube and vector
+    overlap = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in cube for s2, e2 in vector)
+    assert overlap > 0.1 * sum(e - s for s, e in vector)
+
+
+def test_gradients_match_reference_attention(fast):
+    """d(sum(out * w)) / dQ, dK, dV through the emulated kernel vs the float32 reference attention."""
+    x, weights, _, _, _, grads = fast
+
+    def reference(q, k, v):
+        q, k, v = (a.astype(jnp.float32) for a in (q, k, v))
+        s = q @ k[:SEQ_KV].T / math.sqrt(D)
+        return jnp.sum(jax.nn.softmax(s, axis=1) @ v[:SEQ_KV] * weights)
+
+    want = jax.grad(reference, argnums=(0, 1, 2))(*(jnp.asarray(x[n]) for n in ("q", "k", "v")))
+    for g, w, name in zip(grads, want, "qkv"):
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        assert np.abs(w).max() > 0.1, name  # a gradient that is not trivially zero
+        assert np.abs(g - w).max() <= 0.03 * np.abs(w).max(), (name, np.abs(g - w).max(), np.abs(w).max())
+
+
+@pytest.fixture(scope="module")
+def checked():
+    """The kernel and its three twins with the race checks: one compiled vmap over the variant code."""
+    x = fa.inputs(SEQ_Q, SEQ_KV, D)
+    return x, jax.jit(jax.vmap(lambda code: _launch(x, code, 1)))(jnp.arange(len(fa.VARIANTS), dtype=jnp.int32))
+
+
+@pytest.mark.slow
+def test_twins_are_reported_and_the_good_kernel_is_clean(checked):
+    x, result = checked
+    rep = result.report(index=fa.OK)
+    assert rep.verdict is aj.Verdict.OK, str(rep)
+    err = np.abs(np.asarray(result.outputs["out"][fa.OK], np.float64) - fa.reference(x, SEQ_KV)["out"])
+    assert err.max() <= fa.ATOL["float16"]
+    race = result.report(index=fa.NO_RELEASE_WAIT)
+    assert race.verdict is aj.Verdict.RACE and "p_t" in str(race) and "copy_l12l0a" in str(race), str(race)
+    dead = result.report(index=fa.NO_READY_SET)
+    assert dead.verdict is aj.Verdict.DEADLOCK and "cross-core event 0" in str(dead), str(dead)
+    stale = result.report(index=fa.SLOT_MISMATCH)
+    assert stale.verdict is aj.Verdict.RACE and "`s`" in str(stale), str(stale)
+
+
+@pytest.mark.slow
+def test_two_heads_on_two_blocks():
+    """Batch x heads as a launch: block b computes head b; the merged output matches per head."""
+    x = fa.inputs(SEQ_Q, SEQ_KV, D, heads=HEADS, seed=5)
+    result = jax.jit(lambda x: _launch(x, fa.OK, HEADS))(x)
+    assert result.report().verdict is aj.Verdict.OK, str(result.report())
+    want = fa.reference(x, SEQ_KV, heads=HEADS)["out"].reshape(HEADS, -1, D)
+    err = np.abs(np.asarray(result.outputs["out"], np.float64).reshape(HEADS, -1, D) - want).max(axis=(1, 2))
+    assert np.all(err <= fa.ATOL["float16"]) and np.all(err > 0), err
+    per_block = np.asarray(result.block_cycles)
+    assert per_block.shape == (HEADS,) and float(result.cycles) == pytest.approx(per_block.max())  # 2 blocks, 28 cores
+
+
+def test_bad_variant_name_is_refused():
+    with pytest.raises(ValueError, match="no_such_bug"):
+        aj.run_case(
+            aj.Case(
+                kernel=fa.flash_attention_kernel,
+                inputs={},
+                outputs={},
+                params={"n_tiles": 1, "variant": "no_such_bug"},
+                chip="950",
+            )
+        )
+
+
+@pytest.mark.slow
+def test_bf16_head_dim_128_whole_tiles():
+    case = aj.build_case(str(KERNELS / "flash_attention.py"), "bf16_s256_d128")
+    _, rep, err = aj.run_case(case)
+    assert rep.verdict is aj.Verdict.OK and err <= case.atol, (str(rep), err)
+
+
+@pytest.mark.slow
+def test_kv_loop_is_a_scan():
+    """The program does not grow with the number of KV tiles: 4 and 64 tiles lower to the same size."""
+    sizes = []
+    for n_tiles in (4, 64):
+        x = fa.inputs(64, 64 * n_tiles, 64)
+        params = fa.params(64, 64 * n_tiles, 64)
+        out = {"out": (x["q"].shape, "float16")}
+        run = functools.partial(aj.run, fa.flash_attention_kernel, outputs=out, chip="950", params=params, jit=False)
+        sizes.append(jax.jit(lambda x, run=run: run(x).outputs).lower(x).as_text().count("\n"))
+    assert abs(sizes[0] - sizes[1]) <= 0.01 * sizes[0], sizes

@@ -1,0 +1,231 @@
+"""Multi-block launch: the block index picks each block's rows, the GM merge (plain stores, atomic adds,
+races between blocks), the first failing block's verdict, per-scenario verdicts under vmap, waves of
+blocks in the timing, and a plain ``run`` left as it was. Every kernel here compiles once."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ascjax as aj
+from ascjax import pl
+from ascjax.launch import launch_cycles, merge_gm
+
+V = aj.Verdict
+R, C = 16, 32  # one AIV's stripe of rows
+MTE2, MTE3 = pl.PipeType.MTE2, pl.PipeType.MTE3
+# AIV v (= block * 2 + sub) reads rows [v * R, (v + 1) * R), all equal to v + 1
+X = np.repeat(np.arange(1, 5, dtype=np.float32), R)[:, None] * np.ones((1, C), np.float32)
+
+
+def copy_kernel(k, spread, hang):
+    """Each AIV copies its stripe of ``x`` to ``out`` at stripe ``block * 2 * spread + sub`` (spread 0: the
+    blocks collide, the AIVs of one block do not) and adds it twice into rows ``sub * R`` of ``acc`` (every
+    block: the same rows). Block ``hang`` waits for flag MTE2->MTE3 event 1, which nothing sets."""
+    t = pl.alloc("Vec", (R, C), "float32", name="t")
+
+    @pl.section_vector
+    def _(sub):
+        pl.load(t, "x", (pl.get_block_idx() * R, 0))
+        pl.system.sync_src(set_pipe=MTE2, wait_pipe=MTE3, event_id=0)
+        pl.system.sync_dst(set_pipe=MTE2, wait_pipe=MTE3, event_id=jnp.where(k.block_idx == hang, 1, 0))
+        pl.store("out", t, ((k.block_idx * 2 * spread + sub) * R, 0))
+        pl.store("acc", t, (sub * R, 0), atomic=pl.AtomicType.AtomicAdd)
+        pl.store("acc", t, (sub * R, 0), atomic=True)
+
+
+OUTS = {"out": ((4 * R, C), "float32"), "acc": ((2 * R, C), "float32")}
+SCENARIOS = {"spread": jnp.array([1, 0, 1], jnp.int32), "hang": jnp.array([-1, -1, 1], jnp.int32)}
+OK, RACE, HANG = 0, 1, 2  # scenario index
+
+
+@pytest.fixture(scope="module")
+def scenarios():
+    """Two blocks, vmapped over three scenarios (one compile): apart, colliding, block 1 deadlocked."""
+    return jax.vmap(lambda p: aj.launch(copy_kernel, {"x": X}, OUTS, block_dim=2, params=p))(SCENARIOS)
+
+
+def test_verdicts_are_per_scenario(scenarios):
+    assert np.asarray(scenarios.verdict).tolist() == [V.OK, V.RACE, V.DEADLOCK]
+    assert np.asarray(scenarios.block).tolist() == [-1, -1, 1]  # the block a verdict comes from (-1: merge)
+    assert not scenarios.ok
+
+
+def test_block_index_picks_rows_and_outputs_merge(scenarios):
+    rep = scenarios.report(index=OK)
+    assert rep.verdict is V.OK and "2 blocks" in rep.message, rep.message
+    np.testing.assert_array_equal(np.asarray(scenarios.outputs["out"][OK]), X)  # four AIVs, four stripes
+
+
+def test_atomic_adds_of_all_blocks_sum(scenarios):
+    acc = np.asarray(scenarios.outputs["acc"][OK])
+    # rows of sub 0: blocks 0 and 1 add stripes 1 and 3, twice each; sub 1: stripes 2 and 4
+    np.testing.assert_array_equal(acc[:R], 2 * (1 + 3))
+    np.testing.assert_array_equal(acc[R:], 2 * (2 + 4))
+    np.testing.assert_array_equal(np.asarray(scenarios.outputs["acc"][RACE]), acc)  # atomics never race
+
+
+def test_two_blocks_storing_one_region_race(scenarios):
+    rep = scenarios.report(index=RACE)
+    assert rep.verdict is V.RACE
+    text = rep.message
+    for part in ("blocks 0 and 1", "`out`", "granule 0", "element (0, 0)", "plain store", "pl.get_block_idx()",
+                 "atomic=pl.AtomicType.AtomicAdd"):  # fmt: skip
+        assert part in text, text
+    with pytest.raises(aj.RaceError, match="scenario 1: RACE between blocks 0 and 1"):
+        scenarios.check()
+
+
+def test_a_deadlocked_block_gives_the_launch_its_verdict(scenarios):
+    rep = scenarios.report(index=HANG)
+    assert rep.verdict is V.DEADLOCK
+    assert rep.message.startswith("block 1: DEADLOCK"), rep.message
+    assert "MTE2->MTE3 event 1" in rep.message
+    assert scenarios.report(block=0, index=HANG).verdict is V.OK  # block 0 alone is fine
+    with pytest.raises(ValueError, match="pass index="):
+        scenarios.report()
+    with pytest.raises(ValueError, match=r"outside the launch's blocks \[0, 2\)"):
+        scenarios.report(block=2, index=HANG)
+
+
+def test_block_cycles_and_launch_cycles(scenarios):
+    per = np.asarray(scenarios.block_cycles[OK])
+    assert per.shape == (2,) and per[0] == per[1] > 0
+    assert float(scenarios.cycles[OK]) == per[0]  # 2 blocks on 24 AI Cores: one wave
+
+
+# --- a tiny AIV0-only kernel: jit vs eager, block_num, the plain run ------------------------
+def tiny_kernel(k):
+    """Block b copies stripe b of ``x`` to stripe ``block_num - 1 - b`` of ``out`` and adds it twice to ``acc``."""
+    t = pl.alloc("Vec", (R, C), "float32", name="t")
+    with k.vector(0):
+        pl.load(t, "x", (k.block_idx * R, 0))
+        pl.system.sync_src(set_pipe=MTE2, wait_pipe=MTE3, event_id=0)
+        pl.system.sync_dst(set_pipe=MTE2, wait_pipe=MTE3, event_id=0)
+        pl.store("out", t, ((pl.get_block_num() - 1 - k.block_idx) * R, 0))
+        pl.store("acc", t, atomic=pl.AtomicType.AtomicAdd)
+        pl.store("acc", t, atomic=pl.AtomicType.AtomicAdd)
+
+
+TINY_OUTS = {"out": ((2 * R, C), "float32"), "acc": ((R, C), "float32")}
+FAST = aj.Options(sanitize=False)  # the eager run dispatches every op: keep them few
+
+
+def test_jit_and_eager_launch_agree():
+    results = [aj.launch(tiny_kernel, {"x": X}, TINY_OUTS, block_dim=2, options=FAST, jit=jit) for jit in (True, False)]
+    for r in results:
+        assert r.ok, r.report().message
+        np.testing.assert_array_equal(np.asarray(r.outputs["out"]), np.concatenate([X[R : 2 * R], X[:R]]))
+        np.testing.assert_array_equal(np.asarray(r.outputs["acc"]), 2 * (1 + 2))
+    jitted, eager = results
+    np.testing.assert_array_equal(np.asarray(jitted.block_cycles), np.asarray(eager.block_cycles))
+
+
+def test_plain_run_is_block_0_of_1_and_keeps_no_write_marks():
+    r = aj.run(tiny_kernel, {"x": X}, TINY_OUTS, options=FAST)
+    assert r.ok, r.report().message
+    np.testing.assert_array_equal(np.asarray(r.outputs["out"][:R]), X[:R])
+    np.testing.assert_array_equal(np.asarray(r.outputs["out"][R:]), 0)
+    np.testing.assert_array_equal(np.asarray(r.outputs["acc"]), 2 * X[:R])  # atomic adds within one block
+    assert r.state.gm_written == {} and not r.state.gm_atomic
+
+
+# --- cube blocks: the fixpipe's plain and atomic stores, waves over the AI Cores -------------
+M, K, N = 16, 32, 16
+
+
+def cube_kernel(k):
+    """Block b multiplies rows [b * M, (b + 1) * M) of ``a`` by ``b``: stores them there and adds them into ``sum``."""
+    a_mat = pl.alloc("Mat", (M, K), "float16", name="a_mat")
+    b_mat = pl.alloc("Mat", (K, N), "float16", name="b_mat")
+    left = pl.alloc("Left", (M, K), "float16", name="left")
+    right = pl.alloc("Right", (K, N), "float16", name="right")
+    acc = pl.alloc("Acc", (M, N), "float32", name="acc")
+    pl.load(a_mat, "a", (pl.get_block_idx() * M, 0))
+    pl.load(b_mat, "b")
+    pl.system.sync_src(set_pipe=MTE2, wait_pipe=pl.PipeType.MTE1, event_id=0)
+    pl.system.sync_dst(set_pipe=MTE2, wait_pipe=pl.PipeType.MTE1, event_id=0)
+    pl.move(left, a_mat)
+    pl.move(right, b_mat)
+    pl.system.sync_src(set_pipe=pl.PipeType.MTE1, wait_pipe=pl.PipeType.M, event_id=0)
+    pl.system.sync_dst(set_pipe=pl.PipeType.MTE1, wait_pipe=pl.PipeType.M, event_id=0)
+    pl.matmul(acc, left, right)
+    pl.store("rows", acc, (pl.get_block_idx() * M, 0))
+    pl.store("sum", acc, atomic=pl.AtomicType.AtomicAdd)
+
+
+def test_cube_blocks_store_and_add_and_run_in_waves():
+    rng = np.random.default_rng(0)
+    a = rng.integers(-2, 3, (3 * M, K)).astype(np.float16)
+    b = rng.integers(-2, 3, (K, N)).astype(np.float16)
+    chip = aj.get_chip("a2").replace(ai_cores=2)  # 3 blocks on 2 AI Cores: core 0 runs blocks 0 and 2
+    outs = {"rows": ((3 * M, N), "float32"), "sum": ((M, N), "float32")}
+    r = aj.launch(cube_kernel, {"a": a, "b": b}, outs, block_dim=3, chip=chip)
+    rep = r.report()
+    assert rep.verdict is V.OK, rep.message
+    full = a.astype(np.float32) @ b.astype(np.float32)  # small integers: exact
+    np.testing.assert_array_equal(np.asarray(r.outputs["rows"]), full)
+    np.testing.assert_array_equal(np.asarray(r.outputs["sum"]), full.reshape(3, M, N).sum(axis=0))
+    per = np.asarray(r.block_cycles)
+    assert per.shape == (3,) and len(set(per.tolist())) == 1
+    assert float(r.cycles) == 2 * per[0] == rep.cycles
+    assert rep.timing["waves"] == 2 and rep.timing["block_cycles"] == per.tolist()
+
+
+# --- the merge and the waves as functions ----------------------------------------------------
+def _merge(init, writes, granule_bytes=32):
+    """``writes``: per block, a list of (row, col slice, value, atomic) it stores into a (2, 16) float32 tensor."""
+    n = len(writes)
+    values = np.repeat(init[None], n, axis=0)
+    marks = np.zeros((n, *init.shape), np.uint8)
+    for b, block in enumerate(writes):
+        for row, cols, value, atomic in block:
+            values[b, row, cols] = values[b, row, cols] + value if atomic else value
+            marks[b, row, cols] |= 2 if atomic else 1
+    merged, rec = merge_gm(("t",), {"t": jnp.asarray(init)}, {"t": jnp.asarray(values)}, {"t": jnp.asarray(marks)},
+                           granule_bytes)  # fmt: skip
+    return np.asarray(merged["t"]), jax.device_get(rec)
+
+
+def test_merge_takes_each_blocks_elements_and_sums_atomic_adds():
+    init = np.ones((2, 16), np.float32)
+    merged, rec = _merge(init, [[(0, slice(0, 8), 5.0, False), (1, slice(None), 2.0, True)],
+                                [(0, slice(8, 16), 7.0, False), (1, slice(None), 3.0, True)]])  # fmt: skip
+    assert int(rec.code) == V.OK
+    np.testing.assert_array_equal(merged[0], [5.0] * 8 + [7.0] * 8)
+    np.testing.assert_array_equal(merged[1], 1.0 + 2.0 + 3.0)
+
+
+def test_merge_compares_granules_and_atomic_with_plain():
+    init = np.zeros((2, 16), np.float32)
+    halves = [[(0, slice(0, 4), 1.0, False)], [(0, slice(4, 8), 2.0, False)]]  # one 32 B granule, other elements
+    _, rec = _merge(init, halves)
+    assert int(rec.code) == V.RACE and int(rec.granule) == 0 and not bool(rec.overlap)
+    assert (int(rec.block_a), int(rec.block_b), int(rec.element)) == (0, 1, 0)
+    _, rec = _merge(init, halves, granule_bytes=16)  # 16 B granules: apart
+    assert int(rec.code) == V.OK
+    _, rec = _merge(init, [[(1, slice(None), 1.0, True)], [], [(1, slice(3, 4), 2.0, False)]])
+    assert int(rec.code) == V.RACE and int(rec.granule) == 2  # row 1 starts at granule 2
+    assert (int(rec.block_a), int(rec.block_b), bool(rec.plain_a), bool(rec.plain_b)) == (0, 2, False, True)
+    assert bool(rec.overlap) and int(rec.element) == 16 + 3
+
+
+def test_launch_cycles_run_blocks_in_waves():
+    assert float(launch_cycles(np.array([10.0, 20.0, 30.0]), 2)) == 40.0  # core 0: blocks 0 and 2
+    assert float(launch_cycles(np.array([10.0, 20.0, 30.0]), 24)) == 30.0
+    np.testing.assert_array_equal(launch_cycles(np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), 1), [6.0, 15.0])
+    assert (aj.get_chip("a2").ai_cores, aj.get_chip("a3").ai_cores, aj.get_chip("950").ai_cores) == (24, 24, 28)
+
+
+# --- trace-time rules ------------------------------------------------------------------------
+def _inter_block_kernel(k):
+    with k.vector(0):
+        pl.system.set_cross_core(pipe=MTE3, event_id=0, sync_mode=pl.SyncMode.INTER_BLOCK)
+
+
+def test_inter_block_events_and_bad_block_dims_are_refused():
+    with pytest.raises(ValueError, match="rule 'INTER_BLOCK'"):
+        aj.launch(_inter_block_kernel, {}, {"out": ((R, C), "float32")}, block_dim=2)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="block_dim is the number of blocks"):
+            aj.launch(tiny_kernel, {"x": X}, TINY_OUTS, block_dim=bad)

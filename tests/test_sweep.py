@@ -1,0 +1,111 @@
+"""Sweeps: one compiled vmap over scenarios (parameters and costs), chunks, tables, CLI, devices."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import zero_trip as zt
+from conftest import KERNELS, ROOT
+
+import ascjax as aj
+from ascjax.cli import main, parse_grid
+
+FILE = str(KERNELS / "zero_trip.py")
+
+
+def _reference(x, row):
+    return zt.reference(x, int(row["n"]))
+
+
+@pytest.fixture(scope="module")
+def table():
+    """n in {0, 1, 3} x MTE2 bandwidth in {32, 64} B/cycle: 6 scenarios in two chunks of 4 (the last padded)."""
+    case = aj.build_case(FILE, "buggy_three_tiles")
+    grid = parse_grid(["n=0,1,3", "costs.mte2_bytes_per_cycle=32,64"])
+    return aj.sweep(case, grid, chunk_size=4, reference=_reference, progress=False)
+
+
+def test_zero_trip_bug_is_found(table):
+    assert table.columns == ["n", "costs.mte2_bytes_per_cycle", "verdict", "op", "location", "cycles", "max_err"]
+    assert [(r["n"], r["verdict"]) for r in table.rows] == [
+        (0, "deadlock"), (0, "deadlock"), (1, "ok"), (1, "ok"), (3, "ok"), (3, "ok"),
+    ]  # fmt: skip
+    dead = table.rows[0]
+    assert dead["op"] == "sync_wait" and dead["location"].startswith("kernels/zero_trip.py:")
+    assert all(r["max_err"] == 0.0 for r in table.rows if r["verdict"] == "ok")
+    assert table.counts() == {"ok": 4, "deadlock": 2}
+
+
+def test_costs_and_trip_counts_move_the_cycles(table):
+    cycles = {(r["n"], r["costs.mte2_bytes_per_cycle"]): r["cycles"] for r in table.rows}
+    assert cycles[(3, 32)] > cycles[(1, 32)] > 0  # more tiles, more time
+    assert cycles[(3, 64)] < cycles[(3, 32)]  # a faster MTE2, less time
+
+
+def test_one_row_equals_a_single_run(table):
+    case = aj.build_case(FILE, "buggy_three_tiles")
+    costs = aj.default_costs(aj.get_chip(case.chip))
+    costs = eqx.tree_at(lambda c: c.mte2_bytes_per_cycle, costs, jnp.float32(64))
+    r = aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params, costs=costs)
+    row = next(r for r in table.rows if r["n"] == 3 and r["costs.mte2_bytes_per_cycle"] == 64)
+    assert row["cycles"] == float(np.max(np.asarray(r.state.time.pipe_t)))
+
+
+def test_table_saves_csv_and_json(table, tmp_path):
+    table.to_csv(tmp_path / "t.csv")
+    with open(tmp_path / "t.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 6 and rows[0]["verdict"] == "deadlock" and rows[2]["max_err"] == "0.0"
+    assert json.loads(table.to_json(tmp_path / "t.json")) == json.loads((tmp_path / "t.json").read_text())
+    assert "6 scenarios: 4 ok, 2 deadlock" in table.summary()
+
+
+def test_bad_scenarios_are_refused():
+    case = aj.build_case(FILE, "buggy_three_tiles")
+    with pytest.raises(ValueError, match="one length"):
+        aj.sweep(case, {"n": np.arange(3), "costs.mte2_bytes_per_cycle": np.ones(2)})
+    with pytest.raises(ValueError, match="Costs has no field 'warp_speed'"):
+        aj.sweep(case, {"costs.warp_speed": np.ones(2)})
+    with pytest.raises(ValueError, match="scalars"):
+        aj.sweep(case, {"n": 3})
+    with pytest.raises(ValueError, match="NAME=V1,V2"):
+        parse_grid(["n"])
+
+
+def test_cli_sweep_writes_csv(tmp_path, capsys):
+    out = tmp_path / "n.csv"
+    assert main(["sweep", f"{FILE}::fixed_zero_tiles", "--grid", "n=0,2", "--csv", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "2 scenarios: 2 ok" in text and out.exists()
+    assert main(["sweep", f"{FILE}::fixed_zero_tiles"]) == 2  # no --grid
+
+
+SHARDED = """
+import jax, numpy as np, ascjax as aj, sys
+sys.path.insert(0, {kernels!r})
+import zero_trip as zt
+assert jax.device_count() == 4, jax.devices()
+case = aj.build_case({file!r}, "buggy_three_tiles")
+t = aj.sweep(case, {{"n": np.arange(5, dtype=np.int32)}}, chunk_size=4, progress=False)
+print(t.to_json())
+"""
+
+
+def test_sweep_shards_over_host_devices():
+    """Four CPU devices: each chunk is split over them; the table equals the one-device table."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    script = SHARDED.format(kernels=str(KERNELS), file=FILE)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(done.stdout[done.stdout.index("[") :])
+    assert [r["verdict"] for r in rows] == ["deadlock", "ok", "ok", "ok", "ok"]
+    assert [r["n"] for r in rows] == [0, 1, 2, 3, 4]
+    assert rows[1]["cycles"] < rows[4]["cycles"]
