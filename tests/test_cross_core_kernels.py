@@ -12,14 +12,15 @@ import ascjax as aj
 KERNELS = pathlib.Path(__file__).resolve().parent.parent / "kernels"
 FILES = ["matmul_softmax.py", "vec_cube.py", "engram.py", "kda.py"]
 # the larger kernels compile for tens of seconds each: their twins run in the slow session (nox -s slow)
-# (CI runs the sections forms of the seed-002 kernels and one broken twin of each family)
+# (CI runs the sections forms of the seed-002 kernels and the broken twins of matmul_softmax, vec_cube and
+# ping-pong; the engram and KDA twins run in the slow session)
 SLOW = {
     "engram",  # the two-section form runs in CI
     "vec_cube_one_aiv_sets",  # INTRA_BLOCK needing both AIVs: tests/test_cross_core.py
     "engram_no_cold_start",
     "engram_no_ack_wait",
     "engram_no_drain",
-    "engram_sections_no_cold_start",  # its report is checked below
+    "engram_sections_no_cold_start",  # its report is checked below (slow too)
     "engram_sections_no_ack_wait",
     "engram_sections_no_drain",
     "kda_chunk_h",
@@ -84,6 +85,7 @@ def test_pingpong_twin_without_final_release_is_leftover():
     assert "cross-core event 2" in rep.message and "drain the last RELEASE" in rep.message
 
 
+@pytest.mark.slow  # compiles the two-section engram kernel once more (tens of seconds): nox -s slow
 def test_engram_cold_start_report_names_the_missing_ack():
     case = aj.build_case(str(KERNELS / "engram.py"), "engram_sections_no_cold_start")
     _, rep, _ = aj.run_case(case)
