@@ -122,11 +122,11 @@ def _qk(t, kv_row, j, variant):
 def _pv(k, t, kv_row, j, variant, when):
     """O_j = P_j · V_j into O_t slot j % 2 of both AIVs (rows split by query)."""
     slot = j % 2
+    k.cond(when, lambda: pl.load(t["v_mat"], "v", (kv_row + j * t["v_mat"].rows, 0)))  # ahead of the wait
     release = when & (variant != NO_RELEASE_WAIT)
     pl.system.wait_cross_core(pipe=PIPE.MTE1, event_id=P_READY + slot, when=release)
 
     def body():
-        pl.load(t["v_mat"], "v", (kv_row + j * t["v_mat"].rows, 0))
         _sync(PIPE.MTE2, PIPE.MTE1)
         pl.move(t["p_left"], t["p_t"][slot], transpose=True)  # L1 holds Pᵀ
         pl.move(t["v_right"], t["v_mat"])
@@ -151,13 +151,17 @@ def _softmax(k, t, sub, kv_row, j, scale, variant, when):
     """P(j): the online-softmax step on this AIV's columns of Sᵀ_j, P inserted into L1."""
     slot = j % 2
     read = jnp.where((variant == SLOT_MISMATCH) & (j >= 1), (j - 1) % 2, slot)  # the twin's stale index
+
+    def load_mask():  # needs no event: it goes ahead of the wait
+        _sync(PIPE.V, PIPE.MTE2)  # the mask tile was read by the previous tile's V ops
+        pl.load(t["mask"], "kv_mask", (j * t["mask"].rows, 0))  # one mask for every head
+        _sync(PIPE.MTE2, PIPE.V)
+
+    k.cond(when, load_mask)
     pl.system.wait_cross_core(pipe=PIPE.V, event_id=QK_READY + slot, when=when)
 
     def body():
         s, work, stat = t["s"][read], t["work"], t["stat"]
-        _sync(PIPE.V, PIPE.MTE2)  # the mask tile was read by the previous tile's V ops
-        pl.load(t["mask"], "kv_mask", (j * work.rows, 0))  # one mask for every head
-        _sync(PIPE.MTE2, PIPE.V)
         pl.mul(work, s, scale)
         pl.expand_add(work, work, t["mask"], dim=0)  # -inf on padded keys
         pl.maximum(stat, work, dim=1)
