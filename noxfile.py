@@ -1,4 +1,4 @@
-"""Developer sessions: `nox -s tests`, `nox -s lint`, `nox -s slow`."""
+"""Developer sessions: `nox -s tests`, `nox -s lint`, `nox -s slow`, `nox -s docs` (the documentation site)."""
 
 import nox
 
@@ -24,3 +24,10 @@ def lint(session):
     session.run(
         "ruff", "format", "--check", "--diff", "ascjax", "kernels", "tests", "examples", "noxfile.py", "benchmarks"
     )
+
+
+@nox.session
+def docs(session):
+    session.install("-e", ".[docs]")
+    session.run("python", "docs/seeds/generate.py")  # the seed pages, with ascjax's actual output (minutes)
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)

@@ -32,7 +32,7 @@ class Case:
 
 
 def case(fn: Callable | None = None, *, name: str | None = None):
-    """Mark a function that returns a :class:`Case` as a runnable case of its file.
+    """Mark a function that returns a ``Case`` as a runnable case of its file.
 
     It is called without arguments, or with ``seed=N`` when one is asked for (``build_case``,
     ``python -m ascjax golden --seed``): give it a ``seed`` keyword that draws the inputs.

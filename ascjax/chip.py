@@ -155,7 +155,7 @@ CHIPS: MappingProxyType = _proxy(
 
 
 def get_chip(chip: str | Chip) -> Chip:
-    """Look a chip up by name (``a2``, ``a3``, ``950``) or pass a :class:`Chip` through."""
+    """Look a chip up by name (``a2``, ``a3``, ``950``) or pass a ``Chip`` through."""
     if isinstance(chip, Chip):
         return chip
     try:

@@ -147,7 +147,7 @@ def _values(a: np.ndarray, name: str) -> np.ndarray:
 
 
 def compare_arrays(expected, actual, dtype, *, rtol=None, atol=None, shape=None) -> CompareResult:
-    """Compare two arrays of values (see :func:`compare_files`); ``shape`` unravels the mismatch indices."""
+    """Compare two arrays of values (see ``compare_files``); ``shape`` unravels the mismatch indices."""
     name = dtypes.dtype_name(dtype)
     default_rtol, default_atol = TOLERANCES[name]
     rtol = default_rtol if rtol is None else float(rtol)

@@ -3,7 +3,7 @@
 Emulated kernels are compile-bound: a kernel of a hundred ops takes tens of seconds to compile
 and milliseconds to run. With the cache on, the second process that runs the same kernel
 (same ops, shapes, options and chip) loads the executable from disk instead. The CLI, the
-examples and the test suite turn it on; a library user calls :func:`enable_compile_cache`.
+examples and the test suite turn it on; a library user calls ``enable_compile_cache``.
 """
 
 from __future__ import annotations

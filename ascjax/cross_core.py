@@ -22,7 +22,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Int
 
-from .hazards import AIC, AIV0, AIV1, N_CORES, N_GLOBAL_PIPES
+from .hazards import AIC, AIV0, AIV1, N_CORES
 
 
 class SyncMode(enum.IntEnum):
@@ -50,7 +50,7 @@ class SyncMode(enum.IntEnum):
 def routes(mode: SyncMode, core: int, subblock: int = 0) -> tuple[tuple[int, int], ...]:
     """The (receiving core, sending core) cells a set by ``core`` increments (and a wait there consumes).
 
-    For a set the sender is ``core``; for a wait the receiver is ``core``: :func:`wait_cells`.
+    For a set the sender is ``core``; for a wait the receiver is ``core``: ``wait_cells``.
     """
     if mode is SyncMode.INTRA_BLOCK:
         return ((AIV0, AIC), (AIV1, AIC)) if core == AIC else ((AIC, core),)
@@ -86,7 +86,7 @@ class CrossCore(eqx.Module):
     modes: Int[Array, "C E"]  # bit mask of the sync modes used (sets and waits)
 
     @staticmethod
-    def empty(chip) -> CrossCore:
+    def empty(chip, width: int) -> CrossCore:
         n = chip.cross_event_ids
         cells = (N_CORES, N_CORES, n)
         per = jnp.zeros((N_CORES, n), jnp.int32)
@@ -94,7 +94,7 @@ class CrossCore(eqx.Module):
             count=jnp.zeros(cells, jnp.int32),
             mode=jnp.full(cells, -1, jnp.int32),
             set_op=jnp.full(cells, -1, jnp.int32),
-            vc=jnp.zeros((*cells, N_GLOBAL_PIPES), jnp.int32),
+            vc=jnp.zeros((*cells, width), jnp.int32),
             n_set=per,
             n_wait=per,
             set_pipes=per,

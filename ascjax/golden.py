@@ -66,9 +66,9 @@ def _resolve(case: str | Case, seed: int | None) -> tuple[str, Case]:
 
 
 def write_golden(case: str | Case, out_dir, *, seed: int | None = None, jit: bool = True, result=None) -> dict:
-    """Run ``case`` (``"FILE::CASE"`` or a built :class:`Case`) and write its golden data to ``out_dir``.
+    """Run ``case`` (``"FILE::CASE"`` or a built ``Case``) and write its golden data to ``out_dir``.
 
-    ``result``: a :class:`ascjax.Result` of this very case, to write without running it again.
+    ``result``: a ``ascjax.Result`` of this very case, to write without running it again.
 
     Writes ``NAME.bin`` (device bytes: little-endian, 4-bit types packed two per byte) and
     ``NAME.npy`` for every GM input and output, then ``manifest.json``; returns the manifest.

@@ -28,6 +28,12 @@ RAW, WAR, WAW, SMALL_TILE = 0, 1, 2, 3
 RACE_KINDS = ("RAW", "WAR", "WAW", "RAW (small-tile rule)")
 
 
+def clock_width(options) -> int:
+    """Components of every vector clock the state carries: one per pipe of the block, none
+    when not sanitizing (the happens-before edges are then never read, so they are not kept)."""
+    return N_GLOBAL_PIPES if options.sanitize else 0
+
+
 def gpipe(core: int, pipe: Pipe) -> int:
     """Index of (core, pipe) among all pipes of the block."""
     return core * N_PIPES + int(pipe)
@@ -209,7 +215,7 @@ def join(state, core: int, pipe: Pipe, other, when=True):
 
 
 def clock(state, core: int, pipe: Pipe):
-    """The vector clock of (core, pipe) (zeros when not sanitizing)."""
+    """The vector clock of (core, pipe) (no components when not sanitizing)."""
     if not state.options.sanitize:
-        return jnp.zeros((N_GLOBAL_PIPES,), jnp.int32)
+        return jnp.zeros((0,), jnp.int32)
     return state.vc[gpipe(core, pipe)]

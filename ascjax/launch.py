@@ -1,7 +1,10 @@
 """``launch``: run a kernel on ``block_dim`` AI Core blocks (SPMD) and merge what they wrote to GM.
 
-The blocks are one ``jax.vmap`` over the block index: the kernel is traced and compiled once,
-and each block reads its index with ``pl.get_block_idx()`` / ``k.block_idx``. Every block
+The kernel is traced and compiled once for every block, and each block reads its index with
+``pl.get_block_idx()`` / ``k.block_idx``. The blocks run one after another (``lax.map``), so a
+block's branches (a ``cond``, the section scheduler's choice of segment) stay branches; with
+``block_parallel=True`` they are one ``jax.vmap``, which runs every branch of every block and
+selects (worth it only for straight-line kernels on a wide device). Every block
 starts from the same GM and sees only its own writes (inter-block sync is not modelled).
 After the blocks, their GM outputs are merged inside the same jit:
 
@@ -148,7 +151,7 @@ class LaunchResult(eqx.Module):
 
     @property
     def cycles(self) -> jax.Array:
-        """Cycles of the launch: blocks beyond ``chip.ai_cores`` run in waves (see :func:`launch_cycles`)."""
+        """Cycles of the launch: blocks beyond ``chip.ai_cores`` run in waves (see ``launch_cycles``)."""
         return launch_cycles(self.block_cycles, self.states.chip.ai_cores)
 
     def report(self, block: int | None = None, index: int | None = None) -> Report:
@@ -264,11 +267,22 @@ def _merge_race(states: State, merge: GmMerge) -> str:
     return "\n".join(lines)
 
 
-def _launch(kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple, params: dict, block_dim: int):
+def _launch(
+    kernel,
+    chip: Chip,
+    options: Options,
+    costs,
+    inputs: dict,
+    outputs: tuple,
+    params: dict,
+    block_dim: int,
+    block_parallel: bool = False,
+):
     def one_block(b):
         return execute_block(kernel, chip, options, costs, inputs, outputs, params, block=(b, block_dim))
 
-    states = jax.vmap(one_block)(jnp.arange(block_dim, dtype=jnp.int32))
+    blocks = jnp.arange(block_dim, dtype=jnp.int32)
+    states = jax.vmap(one_block)(blocks) if block_parallel else jax.lax.map(one_block, blocks)
     names = tuple(name for name, _ in outputs)
     values = {name: states.gm[name] for name in names}
     merged, merge = merge_gm(names, initial_gm({}, outputs), values, states.gm_written, options.gm_granule_bytes)
@@ -297,13 +311,15 @@ def launch(
     costs: Costs | None = None,
     jit: bool = True,
     throw: bool = False,
+    block_parallel: bool = False,
 ) -> LaunchResult:
     """Run ``kernel(k, **params)`` on ``block_dim`` AI Core blocks of ``chip`` (``kernel[None, block_dim](...)``).
 
-    Arguments as for :func:`ascjax.run`; the kernel reads its block with ``pl.get_block_idx()``
+    Arguments as for ``ascjax.run``; the kernel reads its block with ``pl.get_block_idx()``
     / ``k.block_idx`` and ``block_dim`` with ``pl.get_block_num()`` / ``k.block_num``. Returns a
-    :class:`LaunchResult` with the merged ``outputs``, per-block ``states``, ``verdict``,
-    ``cycles`` and ``report()``. See docs/multi-block.md.
+    ``LaunchResult`` with the merged ``outputs``, per-block ``states``, ``verdict``,
+    ``cycles`` and ``report()``. ``block_parallel``: run the blocks as one ``vmap`` instead of
+    one after another (see the module docstring). See docs/multi-block.md.
     """
     if not isinstance(block_dim, (int, np.integer)) or isinstance(block_dim, bool) or block_dim < 1:
         raise ValueError(f"block_dim is the number of blocks to launch, a static int >= 1, got {block_dim!r}")
@@ -313,5 +329,5 @@ def launch(
     inputs = {name: jnp.asarray(x) for name, x in inputs.items()}
     spec = output_spec(outputs)
     run = _launch_jit if jit else _launch
-    result = run(kernel, chip, options, costs, inputs, spec, dict(params or {}), int(block_dim))
+    result = run(kernel, chip, options, costs, inputs, spec, dict(params or {}), int(block_dim), bool(block_parallel))
     return raise_if_failed(result, result.verdict) if throw else result

@@ -68,7 +68,7 @@ def to_fractal(nd, fmt: Format, c0: int):
 
 
 def from_fractal(phys, fmt: Format):
-    """Physical array -> padded ND matrix (inverse of :func:`to_fractal`)."""
+    """Physical array -> padded ND matrix (inverse of ``to_fractal``)."""
     if fmt is Format.NZ:
         c1, r1, r0, c0 = phys.shape
         return phys.transpose(1, 2, 0, 3).reshape(r1 * r0, c1 * c0)

@@ -1,6 +1,6 @@
 """A PyPTO-Pro-style tile language: seed kernels read almost as they do in the documents.
 
-Every function acts on the kernel being traced (:func:`ascjax.program.current`), on the core
+Every function acts on the kernel being traced (``ascjax.program.current``), on the core
 of the current section, so a kernel stays a pure function of its arrays (jit, vmap and grad
 work)::
 
@@ -194,7 +194,7 @@ def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scal
 
 
 def store_tile(dst: str, src, tile_offsets=(0, 0), **kwargs):
-    """:func:`store` with offsets in units of the tile's shape."""
+    """``store`` with offsets in units of the tile's shape."""
     store(dst, src, (tile_offsets[0] * src.rows, tile_offsets[1] * src.cols), **kwargs)
 
 
@@ -314,17 +314,17 @@ def expand_add(out, src, vec, *, dim=0):
 
 
 def expand_sub(out, src, vec, *, dim=0):
-    """``out = src - vec`` (broadcast as for :func:`expand_add`)."""
+    """``out = src - vec`` (broadcast as for ``expand_add``)."""
     _expand("sub", out, src, vec, dim)
 
 
 def expand_mul(out, src, vec, *, dim=0):
-    """``out = src * vec`` (broadcast as for :func:`expand_add`)."""
+    """``out = src * vec`` (broadcast as for ``expand_add``)."""
     _expand("mul", out, src, vec, dim)
 
 
 def expand_div(out, src, vec, *, dim=0):
-    """``out = src / vec`` (broadcast as for :func:`expand_add`)."""
+    """``out = src / vec`` (broadcast as for ``expand_add``)."""
     _expand("div", out, src, vec, dim)
 
 

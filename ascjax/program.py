@@ -1,11 +1,11 @@
 """The kernel-writing facade: holds the current state at trace time so kernels read like Ascend C.
 
 ``k.mmad(c, a, b, m, k, n, ...)`` is ``k.state = ops.mmad(k.state, c, a, b, m, k, n, ...)``; the
-kernel as a whole stays a pure function of its arrays. Loops written with :meth:`Program.range`
+kernel as a whole stays a pure function of its arrays. Loops written with ``Program.range``
 are ``lax.scan``s, so they compile once whatever their trip count.
 
 Ops run on the core of the current context: the cube core (AIC) by default, an AIV inside
-``with k.vector(sub):`` or a :meth:`Program.section_vector` body. Cube ops (mmad, fixpipe,
+``with k.vector(sub):`` or a ``Program.section_vector`` body. Cube ops (mmad, fixpipe,
 L1/L0 moves) refuse to run on a vector core and vector ops on the cube core.
 """
 
@@ -86,7 +86,7 @@ def _on_vector(op, *bound):
 
 
 class GroupHandle:
-    """A :class:`TileGroup` bound to a Program: ``current()``, ``next()``, ``previous()`` and ``group[i]``.
+    """A ``TileGroup`` bound to a Program: ``current()``, ``next()``, ``previous()`` and ``group[i]``.
 
     The cursor is per core (each core's program walks its own copy); the first ``next()``
     returns slot 0. ``group[i]`` does not move it and is not taken modulo depth.
@@ -224,7 +224,7 @@ class Program:
         """The cube core's program ``body()``. Usable as a decorator.
 
         Declared at the kernel's top level, sections run together, concurrently (see
-        :mod:`ascjax.sections`), before the next top-level op or at the end of the kernel;
+        ``ascjax.sections``), before the next top-level op or at the end of the kernel;
         inside a loop or branch a section runs at once, in issue order.
         """
         plan = Plan(core=0, call=body, subblock=None, regions=[])

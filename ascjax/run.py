@@ -26,7 +26,7 @@ class Result(eqx.Module):
 
     @property
     def verdict(self) -> jax.Array:
-        """int32 verdict code (a batch of them under ``vmap``); see :class:`ascjax.Verdict`."""
+        """int32 verdict code (a batch of them under ``vmap``); see ``ascjax.Verdict``."""
         return self.state.error.code
 
     @property
@@ -124,10 +124,11 @@ def run(
     costs: Costs | None = None,
     max_events: int = 0,
 ) -> Result:
-    """Run ``kernel(k, **params)`` on one AI Core of ``chip`` (several blocks: :func:`ascjax.launch`).
+    """Run ``kernel(k, **params)`` on one AI Core of ``chip`` (several blocks: ``ascjax.launch``).
 
     **Arguments:**
-    - ``kernel``: a function of a :class:`ascjax.Program` ``k`` (and ``params``) that allocates
+
+    - ``kernel``: a function of a ``ascjax.Program`` ``k`` (and ``params``) that allocates
       tiles and issues ops.
     - ``inputs``: GM input tensors by name; ``outputs``: GM output tensors as ``name: (shape, dtype)``
       (zero-filled before the run).
@@ -135,11 +136,11 @@ def run(
       ``jax.vmap`` over them sweeps scenarios with one compilation.
     - ``throw``: raise the typed error when the verdict is not OK. Keep it False under ``vmap``.
     - ``sanitize``: happens-before race and uninitialised-read checks (on by default);
-      ``poison_races``: racy reads produce NaN; ``options``: an :class:`ascjax.Options` instead.
-    - ``costs``: the timing model's :class:`ascjax.Costs` (default: the chip's table; arrays, so a
+      ``poison_races``: racy reads produce NaN; ``options``: an ``ascjax.Options`` instead.
+    - ``costs``: the timing model's ``ascjax.Costs`` (default: the chip's table; arrays, so a
       ``vmap`` may sweep them); ``max_events``: keep a trace of that many executed ops.
 
-    **Returns:** a :class:`Result` with ``outputs``, ``state``, ``verdict`` and ``report()``.
+    **Returns:** a ``Result`` with ``outputs``, ``state``, ``verdict`` and ``report()``.
     """
     chip = get_chip(chip)
     options = options or Options(sanitize=sanitize, poison_races=poison_races, max_events=max_events)

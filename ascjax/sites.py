@@ -1,6 +1,6 @@
 """Op sites: every issued instruction is registered at trace time with its source line.
 
-The state carries only integer op ids; :func:`site` turns one back into the op's name,
+The state carries only integer op ids; ``site`` turns one back into the op's name,
 pipe, source location and a description for reports. An id is a hash of the site, not its
 registration number, so one kernel compiles to the same program in every process whatever
 else was traced before: the persistent compilation cache then serves it to the next process

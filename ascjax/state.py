@@ -17,7 +17,7 @@ from . import indexed
 from .chip import Chip
 from .cross_core import CrossCore
 from .granules import buffer_granules, gm_grid
-from .hazards import N_CORES, N_GLOBAL_PIPES, READERS, TRACKED_ON_CHIP, Shadow, shadow_key
+from .hazards import N_CORES, N_GLOBAL_PIPES, READERS, TRACKED_ON_CHIP, Shadow, clock_width, shadow_key
 from .kinds import N_PIPES, Buffer
 from .options import Options
 from .timing import Costs, Timeline, default_costs
@@ -124,7 +124,7 @@ class Aic(eqx.Module):
     m_barrier: Int[Array, ""]  # the M pipe's own clock at its last PipeBarrier<PIPE_M>
 
     @staticmethod
-    def empty(chip: Chip) -> Aic:
+    def empty(chip: Chip, width: int) -> Aic:
         n_blocks = chip.l0c_blocks
         return Aic(
             l1={},
@@ -138,8 +138,8 @@ class Aic(eqx.Module):
             uf_set_op=jnp.full((n_blocks,), -1, jnp.int32),
             mmad_direction=jnp.zeros((), jnp.int32),
             saturation=jnp.ones((), bool),
-            uf_vc=jnp.zeros((n_blocks, N_GLOBAL_PIPES), jnp.int32),
-            auto_vc=jnp.full((n_blocks, N_GLOBAL_PIPES), -1, jnp.int32),
+            uf_vc=jnp.zeros((n_blocks, width), jnp.int32),
+            auto_vc=jnp.full((n_blocks, width), -1, jnp.int32),
             m_barrier=jnp.zeros((), jnp.int32),
         )
 
@@ -152,12 +152,12 @@ class SyncFlags(eqx.Module):
     vc: Int[Array, "C P P E G"]  # that notify's vector clock (the edge a wait joins)
 
     @staticmethod
-    def empty(chip: Chip) -> SyncFlags:
+    def empty(chip: Chip, width: int) -> SyncFlags:
         shape = (N_CORES, N_PIPES, N_PIPES, chip.intra_event_ids)
         return SyncFlags(
             bits=jnp.zeros(shape, bool),
             op=jnp.full(shape, -1, jnp.int32),
-            vc=jnp.zeros((*shape, N_GLOBAL_PIPES), jnp.int32),
+            vc=jnp.zeros((*shape, width), jnp.int32),
         )
 
 
@@ -225,6 +225,7 @@ class State(eqx.Module):
     ) -> State:
         """The state before a kernel's first op; ``track_gm_writes`` keeps the write marks a launch merges."""
         options = options or Options()
+        width = clock_width(options)
         costs = default_costs(chip) if costs is None else costs
         gm = {name: jnp.asarray(x) for name, x in gm.items()}
         shadows = {}
@@ -245,14 +246,14 @@ class State(eqx.Module):
             buffer_codes=tuple(shadows),
             gm=gm,
             gm_written={name: jnp.zeros(gm[name].shape, jnp.uint8) for name in outputs} if track_gm_writes else {},
-            aic=Aic.empty(chip),
+            aic=Aic.empty(chip, width),
             ub=({}, {}),
             wait=PipeWait.empty(chip.l0c_blocks),
-            flags=SyncFlags.empty(chip),
-            xc=CrossCore.empty(chip),
+            flags=SyncFlags.empty(chip, width),
+            xc=CrossCore.empty(chip, width),
             cursors={},
             issue_log=Issue.empty(),
-            vc=jnp.zeros((N_GLOBAL_PIPES, N_GLOBAL_PIPES), jnp.int32),
+            vc=jnp.zeros((N_GLOBAL_PIPES, width), jnp.int32),
             costs=costs,
             time=Timeline.empty(
                 (N_CORES, N_PIPES, N_PIPES, chip.intra_event_ids),

@@ -2,7 +2,7 @@
 
 Rounding and saturation (floor, clip, a bit-level NaN fix-up) have zero or undefined
 derivatives, so ``jax.grad`` through an emulated cast or quantisation is zero or fails. With
-``Options(straight_through=True)`` the ops route those steps through :func:`straight_through`:
+``Options(straight_through=True)`` the ops route those steps through ``straight_through``:
 the forward value is the hardware's, bit for bit, and the backward pass treats the step as
 the identity. Scaling before the step keeps its true derivative, so a scaled quantisation
 ``q(x * s)`` gets ``s``.

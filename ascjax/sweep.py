@@ -145,13 +145,14 @@ def sweep(
     progress=None,
     reference=None,
 ) -> SweepTable:
-    """Run every scenario of ``case_or_kernel`` (a :class:`Case` or a kernel function) and tabulate them.
+    """Run every scenario of ``case_or_kernel`` (a ``Case`` or a kernel function) and tabulate them.
 
     **Arguments:**
+
     - ``scenarios``: name -> array with one entry per scenario (axis 0). A name is a kernel
       parameter, a GM input (its array then has the scenario axis in front of the input's
-      shape) or ``"costs.<field>"`` for a timing-model cost (see :class:`ascjax.Costs`).
-    - ``inputs`` / ``outputs`` / ``params`` / ``chip``: as for :func:`ascjax.run` (a case brings
+      shape) or ``"costs.<field>"`` for a timing-model cost (see ``ascjax.Costs``).
+    - ``inputs`` / ``outputs`` / ``params`` / ``chip``: as for ``ascjax.run`` (a case brings
       its own; these override).
     - ``chunk_size``: scenarios per compiled batch (memory bound); rounded up to a multiple of
       the device count. The last chunk is padded by repeating its last scenario.
@@ -161,7 +162,7 @@ def sweep(
       of OK rows. A case's own reference (a function of the inputs alone) is used when the
       sweep changes no kernel parameter.
 
-    **Returns:** a :class:`SweepTable`.
+    **Returns:** a ``SweepTable``.
     """
     case = case_or_kernel if isinstance(case_or_kernel, Case) else None
     kernel = case.kernel if case else case_or_kernel
@@ -176,39 +177,20 @@ def sweep(
         if name.startswith(_COST_PREFIX) and not hasattr(default_costs(chip), name[len(_COST_PREFIX) :]):
             raise ValueError(f"sweep column {name!r}: Costs has no field {name[len(_COST_PREFIX) :]!r}")
 
-    def one(row):
-        x = dict(inputs)
-        p = dict(params)
-        cost_updates = {}
-        for name, value in row.items():
-            if name.startswith(_COST_PREFIX):
-                cost_updates[name[len(_COST_PREFIX) :]] = value
-            elif name in inputs:
-                x[name] = value
-            else:
-                p[name] = value
-        costs = _with_costs(default_costs(chip), cost_updates)
-        r = run(kernel, x, outputs, chip=chip, params=p, options=options, costs=costs, jit=False)
-        st = r.state
-        return {
-            "outputs": r.outputs,
-            "code": st.error.code,
-            "op": st.error.op,
-            "cycles": jnp.max(st.time.pipe_t),
-        }
-
+    if reference is None and case is not None and case.reference is not None:
+        if all(name.startswith(_COST_PREFIX) or name in inputs for name in columns):
+            reference = lambda x, row: case.reference(x)  # noqa: E731
     devices = list(devices or jax.devices())
     per = -(-min(chunk_size, n) // len(devices)) * len(devices)
     mesh = jax.sharding.Mesh(np.array(devices), ("scenario",))
     shard = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("scenario"))
-    batched = jax.jit(jax.vmap(one))
     chunks = -(-n // per)
     bar = _progress(chunks, progress)
     results = []
     for c in range(chunks):
         idx = np.minimum(np.arange(c * per, (c + 1) * per), n - 1)
         chunk = {name: jax.device_put(col[idx], shard) for name, col in columns.items()}
-        out = jax.device_get(batched(chunk))
+        out = jax.device_get(_batched(kernel, chip, options, inputs, outputs, params, chunk, reference is not None))
         take = min(per, n - c * per)
         results.append(jax.tree_util.tree_map(lambda a, take=take: np.asarray(a)[:take], out))
         if bar is not None:
@@ -216,10 +198,35 @@ def sweep(
     if bar is not None:
         bar.close()
     merged = jax.tree_util.tree_map(lambda *a: np.concatenate(a), *results)
-    if reference is None and case is not None and case.reference is not None:
-        if all(name.startswith(_COST_PREFIX) or name in inputs for name in columns):
-            reference = lambda x, row: case.reference(x)  # noqa: E731
     return _table(columns, merged, inputs, reference)
+
+
+def _one(kernel, chip, options, inputs, outputs, params, row, with_outputs):
+    """One scenario: ``row`` overrides parameters, inputs and costs; the fields a table needs
+    (the GM outputs only ``with_outputs``: verdicts and cycles do not depend on the data, so
+    without them XLA drops the data path)."""
+    x = dict(inputs)
+    p = dict(params)
+    cost_updates = {}
+    for name, value in row.items():
+        if name.startswith(_COST_PREFIX):
+            cost_updates[name[len(_COST_PREFIX) :]] = value
+        elif name in inputs:
+            x[name] = value
+        else:
+            p[name] = value
+    costs = _with_costs(default_costs(chip), cost_updates)
+    r = run(kernel, x, outputs, chip=chip, params=p, options=options, costs=costs, jit=False)
+    st = r.state
+    fields = {"code": st.error.code, "op": st.error.op, "cycles": jnp.max(st.time.pipe_t)}
+    return {**fields, "outputs": r.outputs} if with_outputs else fields
+
+
+@eqx.filter_jit
+def _batched(kernel, chip, options, inputs, outputs, params, chunk, with_outputs):
+    """Every scenario of ``chunk`` as one ``vmap``; compiled once per kernel, static setting and
+    chunk shape, so a second sweep of the same kernel runs without tracing it again."""
+    return jax.vmap(lambda row: _one(kernel, chip, options, inputs, outputs, params, row, with_outputs))(chunk)
 
 
 def _with_costs(costs, updates: dict):
@@ -233,13 +240,20 @@ def _with_costs(costs, updates: dict):
 
 def _table(columns: dict, merged: dict, inputs: dict, reference) -> SweepTable:
     scalar_cols = [name for name, col in columns.items() if col.ndim == 1]
+    values = {name: columns[name].tolist() for name in scalar_cols}
+    codes, ops, cycles = (np.asarray(merged[k]).tolist() for k in ("code", "op", "cycles"))
+    where = {}  # op id -> (op, location): a sweep's failures come from a few distinct ops
     rows = []
-    for i in range(len(merged["code"])):
-        verdict = Verdict(int(merged["code"][i]))
-        s = sites.site(int(merged["op"][i])) if verdict is not Verdict.OK else None
-        row = {name: columns[name][i].item() for name in scalar_cols}
-        row.update(verdict=verdict.label, op=s.op if s else None, location=s.location if s else None)
-        row["cycles"] = float(merged["cycles"][i])
+    for i, code in enumerate(codes):
+        verdict = Verdict(code)
+        op, location = None, None
+        if verdict is not Verdict.OK:
+            if ops[i] not in where:
+                site = sites.site(ops[i])
+                where[ops[i]] = (site.op, site.location) if site else (None, None)
+            op, location = where[ops[i]]
+        row = {name: values[name][i] for name in scalar_cols}
+        row.update(verdict=verdict.label, op=op, location=location, cycles=float(cycles[i]))
         if reference is not None:
             x = {name: (columns[name][i] if name in columns else v) for name, v in inputs.items()}
             outs = {name: v[i] for name, v in merged["outputs"].items()}

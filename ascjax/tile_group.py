@@ -20,7 +20,7 @@ from .memory import Tile
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TileSlot(Tile):
-    """One slot of a :class:`TileGroup`: a Tile whose position is the group base plus a traced offset."""
+    """One slot of a ``TileGroup``: a Tile whose position is the group base plus a traced offset."""
 
     slot: Any = None  # int32 slot index, clipped into [0, depth) (``ok`` says whether it was in range)
     ok: Any = True  # the requested index lay in [0, depth): writes of a bad slot are dropped

@@ -3,7 +3,7 @@
 An executed op starts at the later of its pipe's clock and the times its waits are
 satisfied (a SetFlag's set time plus the flag latency, the unit-flag blocks it waits for,
 a barrier), and ends after its cost. A blocked pipe stops counting. Costs are arrays in a
-:class:`Costs` module, so a ``vmap`` can sweep them and ``jax.grad`` can differentiate the
+``Costs`` module, so a ``vmap`` can sweep them and ``jax.grad`` can differentiate the
 cycle count with respect to them.
 """
 
@@ -62,7 +62,7 @@ def fix_class(dtype: str) -> int:
 
 
 class Costs(eqx.Module):
-    """Per-chip cost table. Every field is an array (sweepable); sources are in :func:`default_costs`."""
+    """Per-chip cost table. Every field is an array (sweepable); sources are in ``default_costs``."""
 
     cube_macs_per_cycle: Float[Array, " 7"]  # f16/bf16, int8, f32, fp8/hif8, int4, MX fp8, MX fp4
     mmad_head_cycles: Float[Array, ""]

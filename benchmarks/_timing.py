@@ -1,5 +1,8 @@
-"""Timing helpers shared by the benchmarks: compile once, then the best of several runs."""
+"""Shared by the benchmarks: timing (compile once, then the best of several runs), the machine
+line, and the claim rows every benchmark reports (a measured ratio against its target)."""
 
+import os
+import platform
 import time
 
 import jax
@@ -19,8 +22,31 @@ def best_seconds(fn, *args, repeats=5):
 
 
 def machine() -> str:
-    import os
-    import platform
-
     dev = jax.devices()[0]
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} on {dev.platform} ({dev.device_kind})"
+
+
+def claim(name: str, value: float, target: float | None = None, sense: str = "<=", unit: str = "x") -> dict:
+    """One row of the summary: ``value`` (a ratio, or an error) against its ``target`` (None: reported only)."""
+    if target is None:
+        return {"claim": name, "value": float(f"{value:.4g}"), "unit": unit, "target": "-", "met": None}
+    met = value <= target if sense == "<=" else value >= target
+    return {"claim": name, "value": float(f"{value:.4g}"), "unit": unit, "target": f"{sense} {target:g}", "met": met}
+
+
+def verdict_word(met) -> str:
+    return "-" if met is None else "met" if met else "NOT met"
+
+
+def fmt_seconds(s: float) -> str:
+    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def print_result(result: dict) -> None:
+    """A benchmark's timings and claims, for running one benchmark on its own."""
+    print(f"{result['benchmark']}  ({machine()})")
+    for name, t in result["timings"].items():
+        parts = [f"{k.removesuffix('_s')} {fmt_seconds(v)}" for k, v in t.items() if k.endswith("_s")]
+        print(f"  {name:40s} " + ", ".join(parts))
+    for c in result["claims"]:
+        print(f"  {c['claim']:55s} {c['value']:>10g}{c['unit']:<2s} target {c['target']:<8s} {verdict_word(c['met'])}")

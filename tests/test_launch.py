@@ -111,14 +111,17 @@ TINY_OUTS = {"out": ((2 * R, C), "float32"), "acc": ((R, C), "float32")}
 FAST = aj.Options(sanitize=False)  # the eager run dispatches every op: keep them few
 
 
-def test_jit_and_eager_launch_agree():
+def test_jit_eager_and_parallel_launch_agree():
+    """Blocks one after another (jit and eager) and as one vmap (block_parallel) give the same run."""
     results = [aj.launch(tiny_kernel, {"x": X}, TINY_OUTS, block_dim=2, options=FAST, jit=jit) for jit in (True, False)]
+    results.append(aj.launch(tiny_kernel, {"x": X}, TINY_OUTS, block_dim=2, options=FAST, block_parallel=True))
     for r in results:
         assert r.ok, r.report().message
         np.testing.assert_array_equal(np.asarray(r.outputs["out"]), np.concatenate([X[R : 2 * R], X[:R]]))
         np.testing.assert_array_equal(np.asarray(r.outputs["acc"]), 2 * (1 + 2))
-    jitted, eager = results
+    jitted, eager, parallel = results
     np.testing.assert_array_equal(np.asarray(jitted.block_cycles), np.asarray(eager.block_cycles))
+    np.testing.assert_array_equal(np.asarray(jitted.block_cycles), np.asarray(parallel.block_cycles))
 
 
 def test_plain_run_is_block_0_of_1_and_keeps_no_write_marks():

@@ -450,3 +450,12 @@ def test_poison_races_turns_the_racy_result_into_nan():
 def test_checks_off_keeps_hardware_semantics_only():
     assert _run(missing_m_fix_sync, sanitize=False).ok  # no race detection
     assert aj.Verdict(int(_run(partial_mmad_final_store, sanitize=False).verdict)) is aj.Verdict.DEADLOCK
+
+
+def test_checks_off_carry_no_vector_clocks():
+    """Off, the happens-before clocks are never read, so the state keeps none (and vmaps cheaply)."""
+    for sanitize, width in ((True, 21), (False, 0)):
+        st = _run(good_pipeline, sanitize=sanitize).state
+        clocks = (st.vc, st.flags.vc, st.xc.vc, st.aic.uf_vc, st.aic.auto_vc)
+        assert {c.shape[-1] for c in clocks} == {width}
+        assert bool(st.shadows) is sanitize

@@ -1,11 +1,11 @@
 """Numeric formats of the Ascend AI Core as pure functions (no machine state).
 
-* :mod:`.hifloat8` - HiFloat8 codes: ``decode``, ``encode`` (ties away), the value table.
-* :mod:`.mx` - MX block scaling: E8M0 scales, fp4 e1m2, ``block_scaled_dot``.
-* :mod:`.values` - ``decode(x, dtype)``: the value of stored elements of any format.
-* :mod:`.saturate` - ``cast(x, dtype, saturate=)``: float32 results to every output type.
-* :mod:`.quant` - the fixpipe quantisation modes and their arithmetic.
-* :mod:`.device_bytes` - ``to_device_bytes`` / ``from_device_bytes`` (fp4/int4 packed two per byte).
+* ``.hifloat8`` - HiFloat8 codes: ``decode``, ``encode`` (ties away), the value table.
+* ``.mx`` - MX block scaling: E8M0 scales, fp4 e1m2, ``block_scaled_dot``.
+* ``.values`` - ``decode(x, dtype)``: the value of stored elements of any format.
+* ``.saturate`` - ``cast(x, dtype, saturate=)``: float32 results to every output type.
+* ``.quant`` - the fixpipe quantisation modes and their arithmetic.
+* ``.device_bytes`` - ``to_device_bytes`` / ``from_device_bytes`` (fp4/int4 packed two per byte).
 
 See ``docs/numerics.md``.
 """

@@ -38,7 +38,7 @@ def to_device_bytes(array, dtype) -> bytes:
 
 
 def from_device_bytes(data: bytes, dtype, shape) -> np.ndarray:
-    """Inverse of :func:`to_device_bytes`: an array of ``shape`` in ``dtype``'s storage type."""
+    """Inverse of ``to_device_bytes``: an array of ``shape`` in ``dtype``'s storage type."""
     name = dtypes.dtype_name(dtype)
     storage = dtypes.to_numpy_dtype(name)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)

@@ -11,7 +11,7 @@ scripts ``fixpipe_l0c2gm/scripts/gen_data_{s322s8,s322f16,f322s8}.py``]
   the value is multiplied by the scale in float32; with ReLU a negative *source* gives 0
   (the ReLU coefficient M2 = 0). b8 outputs (``QF322B8_PRE``, ``REQ8``) clip to [-256, 255],
   round half to even, add the 9-bit offset and clip to int8 / uint8; float outputs convert
-  with :func:`ascjax.formats.saturate.cast` (CTRL[48] saturation mode).
+  with ``ascjax.formats.saturate.cast`` (CTRL[48] saturation mode).
 * Not modelled: the 2201 MCB shift (bits 32..36; the page says N = field + 1, the golden
   script shifts by the field), leaky-ReLU coefficients, and hybrid HiF8 rounding
   (``QF322HIF8_PRE_HYBRID``, not publicly defined: refused).

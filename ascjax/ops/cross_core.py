@@ -1,6 +1,6 @@
 """``set_cross_core`` / ``wait_cross_core``: events between the cube core and the vector cores (seed 002).
 
-A set adds a signal to the cells its ``sync_mode`` routes it to (see :mod:`ascjax.cross_core`);
+A set adds a signal to the cells its ``sync_mode`` routes it to (see ``ascjax.cross_core``);
 a wait needs a signal in each of its cells, consumes them and is ordered after the sets
 (a happens-before edge). An unsatisfied wait blocks its pipe (A2/A3: every pipe of its core)
 for the rest of the run in issue order; the report then calls it a deadlock. A set into an

@@ -1,6 +1,6 @@
 """``mmad``: C = A x B + C on the cube (pipe M), with the full ``asc_mmad`` parameter surface.
 
-:func:`mmad` with ``mx=`` also runs ``MmadMx`` (E8M0-scaled MX operands, see ``ops/mmad_mx.py``).
+``mmad`` with ``mx=`` also runs ``MmadMx`` (E8M0-scaled MX operands, see ``ops/mmad_mx.py``).
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ def mmad_mx(
     """``MmadMx``: C[m x n] = (scale_a ⊗ A)[m x k] x (scale_b ⊗ B)[k x n] + C_init on pipe M.
 
     Every 32 K elements share one E8M0 scale ``2^(e - 127)``. ``m``, ``n`` and ``unit_flag_mode``
-    may be traced; ``k`` is static (a multiple of 64). C_init as in :func:`ascjax.ops.mmad`. Each
+    may be traced; ``k`` is static (a multiple of 64). C_init as in ``ascjax.ops.mmad``. Each
     32-element block is accumulated in float32 and scaled exactly; the blocks are summed in
     float32 (the hardware's internal order is not documented).
     """

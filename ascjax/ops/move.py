@@ -108,7 +108,7 @@ def copy_gm2l1(
 
 
 def copy_gm2l1_nd2nz(state: State, dst: Tile, src: str, **kwargs) -> State:
-    """``asc_copy_gm2l1_nd2nz``: :func:`copy_gm2l1` into an Nz tile."""
+    """``asc_copy_gm2l1_nd2nz``: ``copy_gm2l1`` into an Nz tile."""
     _need(dst.fmt is Format.NZ, f"copy_gm2l1_nd2nz writes Nz, but {dst} is {dst.fmt}")
     return copy_gm2l1(state, dst, src, **kwargs)
 

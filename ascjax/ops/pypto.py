@@ -36,7 +36,7 @@ class AtomicType(enum.IntEnum):
 
 
 def atomic_add(atomic) -> bool:
-    """Whether a store's ``atomic`` (an :class:`AtomicType`, a bool or None) asks for an atomic add."""
+    """Whether a store's ``atomic`` (an ``AtomicType``, a bool or None) asks for an atomic add."""
     if atomic is None or isinstance(atomic, (bool, AtomicType)):
         return bool(atomic)
     raise ValueError(f"store atomic= takes pl.AtomicType.AtomicNone / AtomicAdd (or a bool), got {atomic!r}")

@@ -1,0 +1,164 @@
+"""Flash attention (seq 2048, head dim 128, f16) in ascjax against reference attention and Pallas.
+
+python benchmarks/bench_flash_attention.py [--seq 2048] [--head-dim 128] [--json]
+
+Rows, in one process, each compiled once and then timed at steady state:
+- reference attention in ``jnp`` (``softmax(Q Kᵀ / sqrt(d)) V`` in f32 from f16 inputs);
+- a Pallas flash attention of the same tiling (a program per 64-query tile, an online-softmax
+  loop over 64-key tiles) with ``interpret=True``;
+- ascjax ``kernels/flash_attention.py`` launched on ``seq / 64`` blocks (cube and both vector
+  cores per block, cross-core events, the timing model), with the race and uninitialised-read
+  checks off and on.
+"""
+
+import argparse
+import functools
+import json
+import math
+import pathlib
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _timing import best_seconds, claim, print_result
+from jax.experimental import pallas as pl
+
+import ascjax as aj
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
+import flash_attention as fa  # noqa: E402
+
+Q_TILE, KV_TILE = 64, 64
+
+
+def reference_attention(q, k, v):
+    s = jnp.dot(q, k.T, preferred_element_type=jnp.float32) / math.sqrt(q.shape[1])
+    p = jax.nn.softmax(s, axis=-1)
+    return jnp.dot(p, v.astype(jnp.float32)).astype(q.dtype)
+
+
+def pallas_flash_attention(q, k, v, *, interpret=True):
+    seq, d = q.shape
+    n_kv = k.shape[0] // KV_TILE
+    scale = 1.0 / math.sqrt(d)
+
+    def kernel(q_ref, k_ref, v_ref, o_ref):
+        q_t = q_ref[...]
+
+        def body(j, carry):
+            m, row_sum, acc = carry
+            k_t = k_ref[pl.ds(j * KV_TILE, KV_TILE), :]
+            v_t = v_ref[pl.ds(j * KV_TILE, KV_TILE), :]
+            s = jnp.dot(q_t, k_t.T, preferred_element_type=jnp.float32) * scale
+            m_new = jnp.maximum(m, s.max(axis=1, keepdims=True))
+            alpha = jnp.exp(m - m_new)
+            p = jnp.exp(s - m_new)
+            l_new = alpha * row_sum + p.sum(axis=1, keepdims=True)
+            acc = alpha * acc + jnp.dot(p.astype(v_t.dtype), v_t, preferred_element_type=jnp.float32)
+            return m_new, l_new, acc
+
+        init = (
+            jnp.full((Q_TILE, 1), -jnp.inf, jnp.float32),
+            jnp.zeros((Q_TILE, 1), jnp.float32),
+            jnp.zeros((Q_TILE, d), jnp.float32),
+        )
+        _, row_sum, acc = jax.lax.fori_loop(0, n_kv, body, init)
+        o_ref[...] = (acc / row_sum).astype(o_ref.dtype)
+
+    return pl.pallas_call(
+        kernel,
+        grid=(seq // Q_TILE,),
+        in_specs=[
+            pl.BlockSpec((Q_TILE, d), lambda i: (i, 0)),
+            pl.BlockSpec(k.shape, lambda i: (0, 0)),
+            pl.BlockSpec(v.shape, lambda i: (0, 0)),
+        ],
+        out_specs=pl.BlockSpec((Q_TILE, d), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+        interpret=interpret,
+    )(q, k, v)
+
+
+def ascjax_flash_attention(seq, d, sanitize):
+    p = fa.params(seq, seq, d, "float16", half_q=Q_TILE // 2, tile_kv=KV_TILE)
+    outputs = {"out": ((seq, d), "float16")}
+
+    @jax.jit
+    def go(q, k, v, kv_mask):
+        x = {"q": q, "k": k, "v": v, "kv_mask": kv_mask}
+        r = aj.launch(
+            fa.flash_attention_kernel,
+            x,
+            outputs,
+            block_dim=p["q_tiles"],
+            chip="950",
+            params=p,
+            options=aj.Options(sanitize=sanitize),
+        )
+        return r.outputs["out"], r.verdict, r.cycles
+
+    return go
+
+
+def measure(seq=2048, d=128, repeats=3) -> dict:
+    x = fa.inputs(seq, seq, d, "float16", half_q=Q_TILE // 2, tile_kv=KV_TILE)
+    args = [jnp.asarray(x[n]) for n in ("q", "k", "v")]
+    want = fa.reference(x, seq)["out"]
+    rows = {
+        "reference attention (jnp)": jax.jit(reference_attention),
+        "Pallas flash attention, interpret=True": jax.jit(functools.partial(pallas_flash_attention, interpret=True)),
+        "ascjax, timing only": ascjax_flash_attention(seq, d, False),
+        "ascjax, checks + timing": ascjax_flash_attention(seq, d, True),
+    }
+    timings, extra = {}, {}
+    for name, fn in rows.items():
+        call = (lambda *a, fn=fn: fn(*a, jnp.asarray(x["kv_mask"]))) if name.startswith("ascjax") else fn
+        first, best = best_seconds(call, *args, repeats=repeats)
+        out = call(*args)
+        if isinstance(out, tuple):
+            out, verdict, cycles = out
+            extra[name] = {"verdict": aj.Verdict(int(verdict)).label, "cycles": int(cycles)}
+        err = float(np.max(np.abs(np.asarray(out, np.float64) - want)))
+        timings[name] = {"compile_and_first_s": first, "run_s": best, "max_abs_err": err}
+    run = {name: t["run_s"] for name, t in timings.items()}
+    ref = run["reference attention (jnp)"]
+    return {
+        "benchmark": f"flash attention seq {seq}, head dim {d}, f16, tiles {Q_TILE} x {KV_TILE}",
+        "ascjax": extra,
+        "timings": timings,
+        "claims": [
+            claim("flash attention: ascjax (checks + timing) / reference", run["ascjax, checks + timing"] / ref, 3),
+            claim("flash attention: ascjax (timing only) / reference", run["ascjax, timing only"] / ref, 3),
+            claim(
+                "flash attention: ascjax (checks + timing) / Pallas interpret",
+                run["ascjax, checks + timing"] / run["Pallas flash attention, interpret=True"],
+                1.0,
+            ),
+            claim(
+                "flash attention: max |error| vs float64",
+                max(t["max_abs_err"] for t in timings.values()),
+                fa.ATOL["float16"],
+                unit="",
+            ),
+        ],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = measure(args.seq, args.head_dim)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_result(result)
+        print(f"  ascjax: {result['ascjax']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

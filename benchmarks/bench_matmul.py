@@ -1,0 +1,163 @@
+"""The K-loop matmul (1024^3 f16, tiles 128) in ascjax against jnp.dot and Pallas, in one process.
+
+python benchmarks/bench_matmul.py [--size 1024] [--json]
+
+Rows: ``jnp.dot`` (f32 accumulation); the same 128-tiling as two nested ``lax.scan``s of
+``jnp.dot`` (the floor for anything that runs the K-loop tile by tile); ascjax ``kernels/matmul.py`` with all checks and the
+timing model on, and with the checks off (the sanitizer's cost); the same tiling as a Pallas
+kernel (grid M/128 x N/128 x K/128, the output block resident across K) run with
+``interpret=True``, and in Pallas' TPU interpret mode with and without ``detect_races=True``
+(the closest peer: it too checks a kernel's synchronisation on a CPU).
+"""
+
+import argparse
+import functools
+import json
+import pathlib
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _timing import best_seconds, claim, print_result
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+import ascjax as aj
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
+from matmul import matmul_case  # noqa: E402
+
+TILE = 128
+
+
+def pallas_matmul(a, b, *, interpret):
+    """C = A B in f32 with 128 x 128 x 128 blocks: the same tiling as the ascjax kernel."""
+    m, k = a.shape
+    n = b.shape[1]
+
+    def kernel(a_ref, b_ref, c_ref):
+        @pl.when(pl.program_id(2) == 0)
+        def _():
+            c_ref[...] = jnp.zeros_like(c_ref)
+
+        c_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+
+    return pl.pallas_call(
+        kernel,
+        grid=(m // TILE, n // TILE, k // TILE),
+        in_specs=[
+            pl.BlockSpec((TILE, TILE), lambda i, j, kk: (i, kk)),
+            pl.BlockSpec((TILE, TILE), lambda i, j, kk: (kk, j)),
+        ],
+        out_specs=pl.BlockSpec((TILE, TILE), lambda i, j, kk: (i, j)),
+        out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
+        interpret=interpret,
+    )(a, b)
+
+
+def tiled_scan_matmul(a, b):
+    """The same 128-tiling as nested ``lax.scan``s of ``jnp.dot`` with nothing else: the floor of
+    any emulator that runs a K-loop tile by tile."""
+    m, k = a.shape
+    n = b.shape[1]
+    n_tiles, k_steps = n // TILE, k // TILE
+
+    def output_tile(c, t):
+        mi, ni = t // n_tiles, t % n_tiles
+
+        def k_step(acc, kk):
+            at = jax.lax.dynamic_slice(a, (mi * TILE, kk * TILE), (TILE, TILE))
+            bt = jax.lax.dynamic_slice(b, (kk * TILE, ni * TILE), (TILE, TILE))
+            return acc + jnp.dot(at, bt, preferred_element_type=jnp.float32), None
+
+        acc, _ = jax.lax.scan(k_step, jnp.zeros((TILE, TILE), jnp.float32), jnp.arange(k_steps))
+        return jax.lax.dynamic_update_slice(c, acc, (mi * TILE, ni * TILE)), None
+
+    return jax.lax.scan(output_tile, jnp.zeros((m, n), jnp.float32), jnp.arange((m // TILE) * n_tiles))[0]
+
+
+def ascjax_matmul(case, sanitize):
+    @jax.jit
+    def go(a, b):
+        r = aj.run(case.kernel, {"a": a, "b": b}, case.outputs, params=case.params, sanitize=sanitize)
+        return r.outputs["c"], r.verdict, r.state.time.pipe_t.max()
+
+    return go
+
+
+def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
+    case = matmul_case(size, size, size)
+    a, b = (jnp.asarray(case.inputs[n]) for n in ("a", "b"))
+    want = case.reference(case.inputs)["c"]
+    rows = {
+        "jnp.dot": (jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32)), repeats),
+        "tiled lax.scan of jnp.dot": (jax.jit(tiled_scan_matmul), repeats),
+        "ascjax, checks + timing": (ascjax_matmul(case, True), repeats),
+        "ascjax, timing only": (ascjax_matmul(case, False), repeats),
+        "Pallas interpret=True": (jax.jit(functools.partial(pallas_matmul, interpret=True)), repeats),
+        "Pallas TPU interpret": (
+            jax.jit(functools.partial(pallas_matmul, interpret=pltpu.InterpretParams())),
+            tpu_repeats,
+        ),
+        "Pallas TPU interpret, detect_races": (
+            jax.jit(functools.partial(pallas_matmul, interpret=pltpu.InterpretParams(detect_races=True))),
+            tpu_repeats,
+        ),
+    }
+    timings, errors = {}, {}
+    for name, (fn, reps) in rows.items():
+        first, best = best_seconds(fn, a, b, repeats=reps)
+        out = fn(a, b)
+        c = out[0] if isinstance(out, tuple) else out
+        errors[name] = float(np.max(np.abs(np.asarray(c, np.float64) - want)))
+        timings[name] = {"compile_and_first_s": first, "run_s": best, "max_abs_err": errors[name]}
+    _, verdict, cycles = ascjax_matmul(case, True)(a, b)
+    run = {name: t["run_s"] for name, t in timings.items()}
+    return {
+        "benchmark": f"K-loop matmul {size}^3 f16, tiles {TILE}",
+        "verdict": aj.Verdict(int(verdict)).label,
+        "cycles": int(cycles),
+        "timings": timings,
+        "claims": [
+            claim("matmul: ascjax (checks + timing) / jnp.dot", run["ascjax, checks + timing"] / run["jnp.dot"], 1.5),
+            claim(
+                "matmul: Pallas TPU interpret + races / ascjax",
+                run["Pallas TPU interpret, detect_races"] / run["ascjax, checks + timing"],
+                50,
+                ">=",
+            ),
+            claim("matmul: tiled lax.scan of jnp.dot / jnp.dot", run["tiled lax.scan of jnp.dot"] / run["jnp.dot"]),
+            claim(
+                "matmul: ascjax (checks + timing) / tiled lax.scan",
+                run["ascjax, checks + timing"] / run["tiled lax.scan of jnp.dot"],
+            ),
+            claim(
+                "matmul: ascjax / Pallas interpret=True",
+                run["ascjax, checks + timing"] / run["Pallas interpret=True"],
+                1.0,
+            ),
+            claim(
+                "matmul: checks + timing / timing only (sanitizer cost)",
+                run["ascjax, checks + timing"] / run["ascjax, timing only"],
+                1.25,
+            ),
+            claim("matmul: max |error| vs float64", max(errors.values()), 1e-3, unit=""),
+        ],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = measure(args.size)
+    print(json.dumps(result, indent=2) if args.json else "", end="")
+    if not args.json:
+        print_result(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""Memory of the emulated state, per chip, against the block's physical buffer bytes.
+
+python benchmarks/bench_memory.py [--json]
+
+A kernel that fills every on-chip buffer of the block (L1, L0A, L0B, L0C, BiasTable, the MX
+scale buffers where the chip has them, and each AIV's UB) with tiles. For each chip it reports:
+the bytes of every array in the final ``State``, split into buffer data, the sanitizer's
+shadows and vector clocks, the timing model and the rest (flags, events, waits, error);
+and the total with the checks off. No GM tensors, so the figures are the block's own.
+"""
+
+import argparse
+import collections
+import json
+
+import jax
+from _timing import claim
+
+import ascjax as aj
+from ascjax.kinds import Buffer
+
+COLS = 256  # tile width in elements; rows fill the buffer
+
+
+def fill_kernel(k: aj.Program, chip_name: str):
+    chip = aj.get_chip(chip_name)
+    for buffer, size in chip.buffer_bytes.items():
+        dtype, itemsize = ("float32", 4) if buffer in (Buffer.L0C, Buffer.BT) else ("float16", 2)
+        if buffer in (Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT):
+            continue  # MX scales are placed with their L0A / L0B data (accounted with the shadows)
+        shape = (1, size // itemsize) if buffer is Buffer.BT else (size // (COLS * itemsize), COLS)
+        k.alloc(buffer.value, shape, dtype, name=f"fill_{buffer.name}")  # a UB tile exists on both AIVs
+
+
+def _group(path) -> str:
+    key = jax.tree_util.keystr(path)
+    if key.startswith((".aic.l1", ".aic.l0a", ".aic.l0b", ".aic.l0c", ".aic.bt", ".aic.scale", ".ub")):
+        return "buffer data"
+    if key.startswith((".shadows", ".vc", ".flags.vc", ".aic.uf_vc", ".aic.auto_vc", ".xc.vc", ".aic.m_barrier")):
+        return "sanitizer"
+    if key.startswith((".time", ".costs")):
+        return "timing"
+    return "sync, events, error"
+
+
+def state_bytes(chip_name: str, sanitize: bool) -> dict:
+    state = jax.eval_shape(
+        lambda: aj.run(lambda k: fill_kernel(k, chip_name), {}, {}, chip=chip_name, sanitize=sanitize, jit=False).state
+    )
+    groups = collections.Counter()
+    for path, leaf in jax.tree_util.tree_leaves_with_path(state):
+        groups[_group(path)] += leaf.size * leaf.dtype.itemsize
+    return dict(groups)
+
+
+def measure() -> dict:
+    chips = {}
+    claims = []
+    for name in sorted(aj.CHIPS):
+        chip = aj.get_chip(name)
+        physical = sum(chip.buffer_bytes.values()) + chip.buffer_bytes[Buffer.UB]  # two AIVs, a UB each
+        on = state_bytes(name, True)
+        off = state_bytes(name, False)
+        chips[name] = {
+            "physical_bytes": physical,
+            "state_bytes": sum(on.values()),
+            "state_bytes_by_part": on,
+            "state_bytes_checks_off": sum(off.values()),
+        }
+        claims.append(claim(f"memory {name}: state / physical buffer bytes", sum(on.values()) / physical))
+    return {
+        "benchmark": "state memory per chip (one block, every buffer full)",
+        "chips": chips,
+        "timings": {},
+        "claims": claims,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = measure()
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(result["benchmark"])
+    for name, c in result["chips"].items():
+        parts = ", ".join(f"{k} {v / 1024:.0f} KiB" for k, v in c["state_bytes_by_part"].items())
+        print(
+            f"  {name:4s} physical {c['physical_bytes'] / 1024:.0f} KiB; state {c['state_bytes'] / 1024:.0f} KiB ({parts}); "
+            f"checks off {c['state_bytes_checks_off'] / 1024:.0f} KiB"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
