@@ -160,7 +160,7 @@ def sweep(
     - ``progress``: True / False / None (a bar when there is more than one chunk).
     - ``reference``: ``reference(inputs, row) -> {output: expected}`` for the ``max_err`` column
       of OK rows. A case's own reference (a function of the inputs alone) is used when the
-      sweep changes no kernel parameter.
+      sweep changes no kernel parameter. Without a reference the GM outputs are not computed.
 
     **Returns:** a ``SweepTable``.
     """

@@ -1,6 +1,8 @@
 """Shared by the benchmarks: timing (compile once, then the best of several runs), the machine
 line, and the claim rows every benchmark reports (a measured ratio against its target)."""
 
+import argparse
+import json
 import os
 import platform
 import time
@@ -42,11 +44,33 @@ def fmt_seconds(s: float) -> str:
     return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
 
 
-def print_result(result: dict) -> None:
-    """A benchmark's timings and claims, for running one benchmark on its own."""
-    print(f"{result['benchmark']}  ({machine()})")
+def print_details(result: dict) -> None:
+    """A benchmark's timing rows (and per-chip memory rows)."""
     for name, t in result["timings"].items():
         parts = [f"{k.removesuffix('_s')} {fmt_seconds(v)}" for k, v in t.items() if k.endswith("_s")]
-        print(f"  {name:40s} " + ", ".join(parts))
+        print(f"  {name:42s} " + ", ".join(parts))
+    for chip, c in result.get("chips", {}).items():
+        parts = ", ".join(f"{k} {v / 1024:.0f}" for k, v in c["state_bytes_by_part"].items())
+        print(
+            f"  {chip:4s} physical {c['physical_bytes'] / 1024:.0f} KiB, state {c['state_bytes'] / 1024:.0f} KiB "
+            f"({parts}), checks off {c['state_bytes_checks_off'] / 1024:.0f} KiB"
+        )
+
+
+def main(doc: str, measure, **options) -> int:
+    """Run one benchmark from its own command line: ``options`` are its int flags and defaults."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for name, default in options.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    parser.add_argument("--json", action="store_true")
+    args = vars(parser.parse_args())
+    as_json = args.pop("json")
+    result = measure(**args)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{result['benchmark']}  ({machine()})")
+    print_details(result)
     for c in result["claims"]:
         print(f"  {c['claim']:55s} {c['value']:>10g}{c['unit']:<2s} target {c['target']:<8s} {verdict_word(c['met'])}")
+    return 0

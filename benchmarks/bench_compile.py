@@ -9,8 +9,6 @@ must not grow with the number of iterations: the 64-tile figure should equal the
 within 20 %.
 """
 
-import argparse
-import json
 import pathlib
 import sys
 import time
@@ -18,7 +16,7 @@ import time
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from _timing import claim, print_result
+from _timing import claim, main
 
 import ascjax as aj
 from ascjax.run import _execute, output_spec
@@ -70,14 +68,5 @@ def measure(few=4, many=64) -> dict:
     return {"benchmark": f"compile time at {few} and {many} tiles (checks on)", "timings": timings, "claims": claims}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = measure()
-    print(json.dumps(result, indent=2)) if args.json else print_result(result)
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, measure))

@@ -11,9 +11,7 @@ Rows, in one process, each compiled once and then timed at steady state:
   checks off and on.
 """
 
-import argparse
 import functools
-import json
 import math
 import pathlib
 import sys
@@ -21,7 +19,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import best_seconds, claim, print_result
+from _timing import best_seconds, claim, main
 from jax.experimental import pallas as pl
 
 import ascjax as aj
@@ -101,7 +99,8 @@ def ascjax_flash_attention(seq, d, sanitize):
     return go
 
 
-def measure(seq=2048, d=128, repeats=3) -> dict:
+def measure(seq=2048, head_dim=128, repeats=3) -> dict:
+    d = head_dim
     x = fa.inputs(seq, seq, d, "float16", half_q=Q_TILE // 2, tile_kv=KV_TILE)
     args = [jnp.asarray(x[n]) for n in ("q", "k", "v")]
     want = fa.reference(x, seq)["out"]
@@ -145,20 +144,5 @@ def measure(seq=2048, d=128, repeats=3) -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seq", type=int, default=2048)
-    parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = measure(args.seq, args.head_dim)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print_result(result)
-        print(f"  ascjax: {result['ascjax']}")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, measure, seq=2048, head_dim=128))

@@ -10,16 +10,14 @@ kernel (grid M/128 x N/128 x K/128, the output block resident across K) run with
 (the closest peer: it too checks a kernel's synchronisation on a CPU).
 """
 
-import argparse
 import functools
-import json
 import pathlib
 import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import best_seconds, claim, print_result
+from _timing import best_seconds, claim, main
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
@@ -147,17 +145,5 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = measure(args.size)
-    print(json.dumps(result, indent=2) if args.json else "", end="")
-    if not args.json:
-        print_result(result)
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, measure, size=1024))

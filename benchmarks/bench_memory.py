@@ -9,12 +9,10 @@ shadows and vector clocks, the timing model and the rest (flags, events, waits, 
 and the total with the checks off. No GM tensors, so the figures are the block's own.
 """
 
-import argparse
 import collections
-import json
 
 import jax
-from _timing import claim
+from _timing import claim, main
 
 import ascjax as aj
 from ascjax.kinds import Buffer
@@ -76,23 +74,5 @@ def measure() -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = measure()
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    print(result["benchmark"])
-    for name, c in result["chips"].items():
-        parts = ", ".join(f"{k} {v / 1024:.0f} KiB" for k, v in c["state_bytes_by_part"].items())
-        print(
-            f"  {name:4s} physical {c['physical_bytes'] / 1024:.0f} KiB; state {c['state_bytes'] / 1024:.0f} KiB ({parts}); "
-            f"checks off {c['state_bytes_checks_off'] / 1024:.0f} KiB"
-        )
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, measure))

@@ -8,15 +8,13 @@ concurrent sections and as its hand-interleaved twin (same math, issue order), a
 on, side by side in one process. (Compile time against the trip count: bench_compile.py.)
 """
 
-import argparse
-import json
 import pathlib
 import sys
 
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from _timing import best_seconds, claim, print_result
+from _timing import best_seconds, claim, main
 
 import ascjax as aj
 from ascjax.run import _execute, output_spec
@@ -52,15 +50,5 @@ def measure(tiles=16) -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiles", type=int, default=16)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = measure(args.tiles)
-    print(json.dumps(result, indent=2)) if args.json else print_result(result)
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, measure, tiles=16))

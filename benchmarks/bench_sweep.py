@@ -11,9 +11,7 @@ holds (verdict, offending op, cycles), as a user without ``vmap`` would. Both ar
 their compilation, with all checks on and with the race checks off.
 """
 
-import argparse
 import itertools
-import json
 import pathlib
 import sys
 import time
@@ -21,7 +19,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import claim, print_result
+from _timing import claim, main
 
 import ascjax as aj
 
@@ -32,7 +30,7 @@ PHASES = (0, int(aj.AccPhase.Partial), int(aj.AccPhase.Final))
 KEYS = ("first", "middle", "last", "store")
 
 
-def scenarios(n: int) -> dict:
+def phase_grid(n: int) -> dict:
     combos = np.array(list(itertools.product(PHASES, repeat=4)), np.int32)
     grid = np.resize(combos, (n, 4))
     return {key: grid[:, i] for i, key in enumerate(KEYS)}
@@ -69,9 +67,10 @@ def _compare(case, grid, n, options, repeats):
     return sweep_first, sweep_s, loop_first, loop_s, table
 
 
-def measure(n=1024, repeats=3) -> dict:
+def measure(scenarios=1024, repeats=3) -> dict:
+    n = scenarios
     case = phases.kloop_recipe()
-    grid = scenarios(n)
+    grid = phase_grid(n)
     timings, claims, counts = {}, [], {}
     for label, options in (("checks + timing", aj.Options()), ("timing only", aj.Options(sanitize=False))):
         sweep_first, sweep_s, loop_first, loop_s, table = _compare(case, grid, n, options, repeats)
@@ -93,19 +92,5 @@ def _seconds(fn) -> float:
     return time.perf_counter() - start
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenarios", type=int, default=1024)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = measure(args.scenarios)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print_result(result)
-        print(f"  verdicts: {result['verdicts']}")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, measure, scenarios=1024))

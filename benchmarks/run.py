@@ -22,7 +22,7 @@ import bench_matmul  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_sections  # noqa: E402
 import bench_sweep  # noqa: E402
-from _timing import fmt_seconds, machine, verdict_word  # noqa: E402
+from _timing import fmt_seconds, machine, print_details, verdict_word  # noqa: E402
 
 #: name -> (full-size call, quick call)
 BENCHMARKS = {
@@ -63,15 +63,7 @@ def main() -> int:
     print(f"machine: {results['machine']}{'  (--quick sizes)' if args.quick else ''}\n")
     for r in results["benchmarks"].values():
         print(f"{r['benchmark']}  [{fmt_seconds(r['wall_s'])}]")
-        for row, t in r["timings"].items():
-            parts = [f"{k.removesuffix('_s')} {fmt_seconds(v)}" for k, v in t.items() if k.endswith("_s")]
-            print(f"  {row:42s} " + ", ".join(parts))
-        for chip, c in r.get("chips", {}).items():
-            parts = ", ".join(f"{k} {v / 1024:.0f}" for k, v in c["state_bytes_by_part"].items())
-            print(
-                f"  {chip:4s} physical {c['physical_bytes'] / 1024:.0f} KiB, state {c['state_bytes'] / 1024:.0f} KiB "
-                f"({parts}), checks off {c['state_bytes_checks_off'] / 1024:.0f} KiB"
-            )
+        print_details(r)
     claims = [c for r in results["benchmarks"].values() for c in r["claims"]]
     width = max(len(c["claim"]) for c in claims)
     print(f"\n{'claim':{width}s}  {'measured':>12s}  {'target':8s}  result")

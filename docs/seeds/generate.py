@@ -1211,9 +1211,9 @@ INDEX_HEAD = _md(
 
 INDEX_TAIL = _md(
     """
-    `python -m ascjax list FILE` lists the cases of a kernel file, including the small ones defined in
-    `docs/seeds/generate.py` for the rules no kernel file shows, and `python examples/seed_verdicts.py`
-    prints the verdicts of several kernel files' cases as one table. The behaviour these pages show is
+    `python -m ascjax list FILE` lists the cases of a kernel file (`kernels/seed_rules.py` holds the
+    small ones for the rules no other kernel shows), and `python examples/seed_verdicts.py` prints
+    the verdicts of several kernel files' cases as one table. The behaviour these pages show is
     described on
     [the unit flag](../unit-flag.md), [vector cores and cross-core events](../cross-core.md),
     [concurrent sections](../sections.md) and [the sync sanitizer](../sanitizer.md).
