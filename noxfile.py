@@ -17,13 +17,14 @@ def slow(session):
     session.run("python", "-m", "pytest", "-q", "-m", "slow", *session.posargs)
 
 
+LINTED = ("ascjax", "kernels", "tests", "examples", "benchmarks", "noxfile.py", "docs/seeds/generate.py")
+
+
 @nox.session
 def lint(session):
     session.install("ruff")
-    session.run("ruff", "check", "ascjax", "kernels", "tests", "examples", "noxfile.py", "benchmarks")
-    session.run(
-        "ruff", "format", "--check", "--diff", "ascjax", "kernels", "tests", "examples", "noxfile.py", "benchmarks"
-    )
+    session.run("ruff", "check", *LINTED)
+    session.run("ruff", "format", "--check", "--diff", *LINTED)
 
 
 @nox.session
