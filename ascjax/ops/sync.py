@@ -147,7 +147,7 @@ def sync_pipe(state: State, pipe, *, sub: int | None = None) -> State:
     op = sites.register("sync_pipe", pipe, f"PIPE_{pipe}", core=core)
     state, active = issue(state, pipe, core, data=False)
     state, _, _ = clock_op(state, pipe, op, active, 0.0, core=core)
-    if pipe is Pipe.M and core == AIC:
+    if pipe is Pipe.M and core == AIC and state.options.sanitize:  # the small-tile rule's clock
         own = hazards.clock(state, AIC, Pipe.M)[hazards.gpipe(AIC, Pipe.M)]
         state = eqx.tree_at(lambda s: s.aic.m_barrier, state, jnp.where(active, own, state.aic.m_barrier))
     return state
