@@ -30,5 +30,6 @@ def lint(session):
 @nox.session
 def docs(session):
     session.install("-e", ".[docs]")
+    session.env["NO_MKDOCS_2_WARNING"] = "1"  # mkdocs-material's banner about its successor
     session.run("python", "docs/seeds/generate.py")  # the seed pages, with ascjax's actual output (minutes)
     session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
