@@ -260,3 +260,39 @@ def test_writing_the_slot_being_read_is_a_race(slot_runs):
 def test_writing_another_slot_is_not_a_race(slot_runs):
     other = slot_runs[1].report()
     assert other.verdict is V.OK, other.message  # slot 1 written, slot 0 read: disjoint granules
+
+
+# --- unit flags of an L0C TileGroup slot --------------------------------------------------------
+def _l0c_slots(k, w, r):
+    """mmad (UPDATE) into L0C slot ``w``, fixpipe (UPDATE) out of slot ``r``: both traced."""
+    g = k.tile_group("L0C", (16, 16), F32, 2, name="acc")
+    a1 = k.alloc("L1", (16, 16), "float16", name="a1")
+    b1 = k.alloc("L1", (16, 16), "float16", name="b1")
+    a0 = k.alloc("L0A", (16, 16), "float16", name="a0")
+    b0 = k.alloc("L0B", (16, 16), "float16", name="b0")
+    k.set_mmad_direction("n")
+    k.copy_gm2l1_nd2nz(a1, "a")
+    k.copy_gm2l1_nd2nz(b1, "b")
+    k.sync_notify("MTE2", "MTE1", 0)
+    k.sync_wait("MTE2", "MTE1", 0)
+    k.copy_l12l0a(a0, a1)
+    k.copy_l12l0b(b0, b1, transpose=True)
+    k.sync_notify("MTE1", "M", 0)
+    k.sync_wait("MTE1", "M", 0)
+    k.mmad(g[w], a0, b0, 16, 16, 16, unit_flag_mode=AccPhase.Final, c_matrix_init_val=True)
+    k.fixpipe("c", g[r], unit_flag_mode=STPhase.Final)
+
+
+def test_unit_flags_hand_each_l0c_slot_over_and_order_it():
+    """The slot's unit flags order the fixpipe after the mmad in either slot (no race, sanitizer on);
+    reading the slot nobody wrote waits forever."""
+    rng = np.random.default_rng(2)
+    ab = {"a": rng.uniform(-1, 1, (16, 16)).astype(np.float16), "b": rng.uniform(-1, 1, (16, 16)).astype(np.float16)}
+    want = ab["a"].astype(np.float64) @ ab["b"].astype(np.float64)
+    runs = jax.vmap(
+        lambda w, r: aj.run(_l0c_slots, ab, {"c": ((16, 16), F32)}, chip="a2", params={"w": w, "r": r}, jit=False)
+    )
+    got = jax.jit(runs)(jnp.array([0, 1, 0], jnp.int32), jnp.array([0, 1, 1], jnp.int32))
+    assert [V(int(v)) for v in got.verdict] == [V.OK, V.OK, V.DEADLOCK]
+    for i in (0, 1):
+        np.testing.assert_allclose(np.asarray(got.outputs["c"][i]), want, atol=1e-3)

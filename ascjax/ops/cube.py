@@ -24,7 +24,7 @@ from . import unit_flag
 from ._machine import check_bounds, clock_op, fail, issue, static_int, touch_tile
 from .fixpipe import MMAD_DIRECTION_M
 from .move import _expect, _need, write_tile
-from .unit_flag import handshake, mode_value, region_mask
+from .unit_flag import block_window, handshake, mode_value, region_mask
 
 
 def _ceil16(x):
@@ -173,7 +173,7 @@ def mmad(
 
     m_pad, n_pad = _ceil16(jnp.asarray(m)), _ceil16(jnp.asarray(n))
     mask = region_mask(c, chip, 0, m_pad, 0, n_pad)
-    state, execute = handshake(state, runs, op, Pipe.M, mask, mode, want=0)
+    state, execute = handshake(state, runs, op, Pipe.M, mask, mode, want=0, window=block_window(c, state.chip))
 
     # accesses: A (m x k), B (k x n), the bias row or C's old contents are read; C's padded region written
     state, racy_a = touch_tile(

@@ -17,7 +17,7 @@ from ..results import Verdict
 from ..state import WARN_DIRECTION, State, WaitKind
 from ._machine import clock_op, fail, hint_release, issue, poison, static_int, touch_gm, touch_tile, warn
 from .move import _expect, _need
-from .unit_flag import handshake, mode_value, region_mask, tile_blocks
+from .unit_flag import block_window, handshake, mode_value, region_mask, tile_blocks
 
 MMAD_DIRECTION_M = 0  # SetMMColumnMajor / asc_set_mmad_direction_m: M first
 MMAD_DIRECTION_N = 1  # SetMMRowMajor / asc_set_mmad_direction_n: N first
@@ -192,7 +192,9 @@ def fixpipe(
     state = warn(state, active & (mode != 0) & (state.aic.mmad_direction != wanted_direction), WARN_DIRECTION, op)
 
     mask = region_mask(src, state.chip, src_row, m, src_col, n)
-    state, execute = handshake(state, active & ok, op, Pipe.FIX, mask, mode, want=1)
+    state, execute = handshake(
+        state, active & ok, op, Pipe.FIX, mask, mode, want=1, window=block_window(src, state.chip)
+    )
     state = _clock_fixpipe(state, src, op, execute, mode, nz2nd, src_row, m, src_col, n, out_dtype)
 
     state, racy = touch_tile(

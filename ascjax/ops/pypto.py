@@ -25,7 +25,7 @@ from .cube import mmad
 from .fixpipe import fixpipe
 from .move import _expect, _need
 from .ub_move import AccToVecMode, copy_l0c2ub
-from .unit_flag import mode_value, region_mask
+from .unit_flag import block_window, mode_value, region_mask
 
 
 class AtomicType(enum.IntEnum):
@@ -55,8 +55,9 @@ def _auto_set(state: State, c: Tile, rows: int, cols: int, when) -> State:
     if not state.options.sanitize:
         return state
     own = hazards.clock(state, AIC, Pipe.M)
-    auto_vc = jnp.where((issued & mask)[:, None], own[None, :], state.aic.auto_vc)
-    return eqx.tree_at(lambda s: s.aic.auto_vc, state, auto_vc)
+    lo, hi = block_window(c, state.chip)
+    vc = jnp.where((issued & mask[lo:hi])[:, None], own[None, :], state.aic.auto_vc[lo:hi])
+    return eqx.tree_at(lambda s: s.aic.auto_vc, state, state.aic.auto_vc.at[lo:hi].set(vc))
 
 
 def _auto_wait(state: State, c: Tile, row0, rows, col0, cols, when) -> State:
@@ -67,7 +68,8 @@ def _auto_wait(state: State, c: Tile, row0, rows, col0, cols, when) -> State:
     state, _, _ = timing.schedule(state, hazards.gpipe(AIC, Pipe.FIX), -1, issued, 0.0, ready, timing.REASON_AUTO_SYNC)
     if not state.options.sanitize:
         return state
-    signalled = jnp.max(jnp.where(mask[:, None], state.aic.auto_vc, -1), axis=0)
+    lo, hi = block_window(c, state.chip)
+    signalled = jnp.max(jnp.where(mask[lo:hi, None], state.aic.auto_vc[lo:hi], -1), axis=0)
     return hazards.join(state, AIC, Pipe.FIX, signalled, when=when)
 
 

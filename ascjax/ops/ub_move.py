@@ -24,7 +24,7 @@ from ..state import WARN_DIRECTION, State
 from ._machine import clock_op, core_of, issue, poison, touch_gm, touch_tile, warn
 from .fixpipe import MMAD_DIRECTION_N
 from .move import _expect, _need, checked_offsets
-from .unit_flag import handshake, mode_value, region_mask
+from .unit_flag import block_window, handshake, mode_value, region_mask
 
 
 class AccToVecMode(enum.IntEnum):
@@ -213,7 +213,7 @@ def copy_l0c2ub(
         state, active & (uf_mode != 0) & (state.aic.mmad_direction != MMAD_DIRECTION_N), WARN_DIRECTION, op
     )  # the move converts Nz -> ND: it reads along N
     mask = region_mask(src, state.chip, 0, m, 0, n)
-    state, execute = handshake(state, active, op, Pipe.FIX, mask, uf_mode, want=1)
+    state, execute = handshake(state, active, op, Pipe.FIX, mask, uf_mode, want=1, window=block_window(src, state.chip))
     state, racy = touch_tile(state, src, Pipe.FIX, op, write=False, active=execute, rows=m, cols=n)
     data = poison(from_fractal(state.tile(src), Format.NZ), racy, state.options)
     if relu:

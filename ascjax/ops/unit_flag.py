@@ -73,6 +73,17 @@ def tile_blocks(tile: Tile, chip):
     return ids if slot is None else ids + slot * (tile.stride_bytes // chip.unit_flag_block_bytes)
 
 
+def block_window(tile: Tile, chip) -> tuple[int, int]:
+    """Static [lo, hi) of the L0C blocks ``tile`` may touch (every slot of a TileGroup), so the
+    sanitizer's per-block clocks are read and written there only, not over all of L0C."""
+    n1, m1 = tile.physical_shape[:2]
+    lo = tile.addr // chip.unit_flag_block_bytes
+    span = n1 * m1 * 2
+    if getattr(tile, "slot", None) is not None:
+        span += (tile.depth - 1) * (tile.stride_bytes // chip.unit_flag_block_bytes)
+    return lo, lo + span
+
+
 def region_mask(tile: Tile, chip, row0, rows, col0, cols) -> jnp.ndarray:
     """bool[n_blocks]: the L0C blocks a (rows x cols) region at (row0, col0) of ``tile`` touches."""
     n1, m1 = tile.physical_shape[:2]
@@ -85,11 +96,14 @@ def region_mask(tile: Tile, chip, row0, rows, col0, cols) -> jnp.ndarray:
     return jnp.zeros((chip.l0c_blocks,), bool).at[ids].set(local.reshape(-1))
 
 
-def handshake(state: State, active, op: int, pipe: Pipe, mask, mode, want: int) -> tuple[State, jnp.ndarray]:
+def handshake(
+    state: State, active, op: int, pipe: Pipe, mask, mode, want: int, window: tuple[int, int]
+) -> tuple[State, jnp.ndarray]:
     """Wait for every block in ``mask`` to hold ``want`` (if the mode enables the flag).
 
     Returns the state and whether the op executes. An unsatisfied wait blocks ``pipe``.
-    On execution the blocks record the op; UPDATE flips them to ``1 - want``.
+    On execution the blocks record the op; UPDATE flips them to ``1 - want``. ``window``
+    (``block_window``) bounds the blocks ``mask`` may hold.
     """
     aic = state.aic
     enabled = mode != int(UnitFlagMode.DISABLE)
@@ -119,10 +133,13 @@ def handshake(state: State, active, op: int, pipe: Pipe, mask, mode, want: int) 
     flag = jnp.where(update & mask, 1 - want, aic.unit_flag)
     # happens-before: a satisfied wait orders this op after the UPDATE that set the awaited value
     if state.options.sanitize:
-        signalled = jnp.max(jnp.where(mask[:, None], aic.uf_vc, 0), axis=0)
+        lo, hi = window
+        win, vc = mask[lo:hi], aic.uf_vc[lo:hi]
+        signalled = jnp.max(jnp.where(win[:, None], vc, 0), axis=0)
         state = hazards.join(state, AIC, pipe, signalled, when=execute & enabled)
         own = hazards.clock(state, AIC, pipe)
-        state = eqx.tree_at(lambda s: s.aic.uf_vc, state, jnp.where((update & mask)[:, None], own[None, :], aic.uf_vc))
+        uf_vc = aic.uf_vc.at[lo:hi].set(jnp.where((update & win)[:, None], own[None, :], vc))
+        state = eqx.tree_at(lambda s: s.aic.uf_vc, state, uf_vc)
     # a pipe blocked waiting for the value this op sets would have been released by it
     w = state.wait
     releases = update & (w.kind == WaitKind.UNIT_FLAG) & (w.value == 1 - want) & jnp.any(w.mask & mask, axis=1)
