@@ -209,22 +209,12 @@ def test_static_index_out_of_range_raises():
 
 
 # --- races are per slot ----------------------------------------------------------------------------
-def _move_into_slot(k, w):
-    """AIV0 fills slot 0 and hands the group to the cube; the cube moves C into slot ``w`` (traced) while AIV0
-    reads slot 0 with no READY event."""
-    g = k.tile_group("UB", (16, 16), F32, 2, name="g")
-    tmp = k.alloc("UB", (16, 16), F32, name="tmp")
+def _staged_operands(k):
+    """16 x 16 f16 A and B from GM through L1 into L0A / L0B (on the cube), ordered by flags."""
     a1 = k.alloc("L1", (16, 16), "float16", name="a1")
     b1 = k.alloc("L1", (16, 16), "float16", name="b1")
     a0 = k.alloc("L0A", (16, 16), "float16", name="a0")
     b0 = k.alloc("L0B", (16, 16), "float16", name="b0")
-    c = k.alloc("L0C", (16, 16), F32, name="c")
-
-    @k.section_vector
-    def _(sub):
-        k.fill(g[0], 1.0)
-        k.set_cross_core("V", 1)  # RELEASE: the cube may write the group
-
     with k.cube():
         k.copy_gm2l1_nd2nz(a1, "a")
         k.copy_gm2l1_nd2nz(b1, "b")
@@ -234,6 +224,28 @@ def _move_into_slot(k, w):
         k.copy_l12l0b(b0, b1, transpose=True)
         k.sync_notify("MTE1", "M", 0)
         k.sync_wait("MTE1", "M", 0)
+    return a0, b0
+
+
+def _ab(seed):
+    rng = np.random.default_rng(seed)
+    return {"a": rng.uniform(-1, 1, (16, 16)).astype(np.float16), "b": rng.uniform(-1, 1, (16, 16)).astype(np.float16)}
+
+
+def _move_into_slot(k, w):
+    """AIV0 fills slot 0 and hands the group to the cube; the cube moves C into slot ``w`` (traced) while AIV0
+    reads slot 0 with no READY event."""
+    g = k.tile_group("UB", (16, 16), F32, 2, name="g")
+    tmp = k.alloc("UB", (16, 16), F32, name="tmp")
+    a0, b0 = _staged_operands(k)
+    c = k.alloc("L0C", (16, 16), F32, name="c")
+
+    @k.section_vector
+    def _(sub):
+        k.fill(g[0], 1.0)
+        k.set_cross_core("V", 1)  # RELEASE: the cube may write the group
+
+    with k.cube():
         k.set_mmad_direction("n")
         k.matmul(c, a0, b0, phase=AccPhase.Final)
         k.wait_cross_core("FIX", 1)
@@ -244,8 +256,7 @@ def _move_into_slot(k, w):
 
 @pytest.fixture(scope="module")
 def slot_runs():
-    rng = np.random.default_rng(1)
-    ab = {"a": rng.uniform(-1, 1, (16, 16)).astype(np.float16), "b": rng.uniform(-1, 1, (16, 16)).astype(np.float16)}
+    ab = _ab(1)
     return {w: aj.run(_move_into_slot, ab, {}, params={"w": jnp.int32(w)}) for w in (0, 1)}  # one compilation
 
 
@@ -266,19 +277,8 @@ def test_writing_another_slot_is_not_a_race(slot_runs):
 def _l0c_slots(k, w, r):
     """mmad (UPDATE) into L0C slot ``w``, fixpipe (UPDATE) out of slot ``r``: both traced."""
     g = k.tile_group("L0C", (16, 16), F32, 2, name="acc")
-    a1 = k.alloc("L1", (16, 16), "float16", name="a1")
-    b1 = k.alloc("L1", (16, 16), "float16", name="b1")
-    a0 = k.alloc("L0A", (16, 16), "float16", name="a0")
-    b0 = k.alloc("L0B", (16, 16), "float16", name="b0")
+    a0, b0 = _staged_operands(k)
     k.set_mmad_direction("n")
-    k.copy_gm2l1_nd2nz(a1, "a")
-    k.copy_gm2l1_nd2nz(b1, "b")
-    k.sync_notify("MTE2", "MTE1", 0)
-    k.sync_wait("MTE2", "MTE1", 0)
-    k.copy_l12l0a(a0, a1)
-    k.copy_l12l0b(b0, b1, transpose=True)
-    k.sync_notify("MTE1", "M", 0)
-    k.sync_wait("MTE1", "M", 0)
     k.mmad(g[w], a0, b0, 16, 16, 16, unit_flag_mode=AccPhase.Final, c_matrix_init_val=True)
     k.fixpipe("c", g[r], unit_flag_mode=STPhase.Final)
 
@@ -286,8 +286,7 @@ def _l0c_slots(k, w, r):
 def test_unit_flags_hand_each_l0c_slot_over_and_order_it():
     """The slot's unit flags order the fixpipe after the mmad in either slot (no race, sanitizer on);
     reading the slot nobody wrote waits forever."""
-    rng = np.random.default_rng(2)
-    ab = {"a": rng.uniform(-1, 1, (16, 16)).astype(np.float16), "b": rng.uniform(-1, 1, (16, 16)).astype(np.float16)}
+    ab = _ab(2)
     want = ab["a"].astype(np.float64) @ ab["b"].astype(np.float64)
     runs = jax.vmap(
         lambda w, r: aj.run(_l0c_slots, ab, {"c": ((16, 16), F32)}, chip="a2", params={"w": w, "r": r}, jit=False)
