@@ -1,12 +1,13 @@
 """``launch``: run a kernel on ``block_dim`` AI Core blocks (SPMD) and merge what they wrote to GM.
 
 The kernel is traced and compiled once for every block, and each block reads its index with
-``pl.get_block_idx()`` / ``k.block_idx``. The blocks run one after another (``lax.map``), so a
+``pl.get_block_idx()`` / ``k.block_idx``. The blocks run one after another (a ``lax.scan``), so a
 block's branches (a ``cond``, the section scheduler's choice of segment) stay branches; with
 ``block_parallel=True`` they are one ``jax.vmap``, which runs every branch of every block and
 selects (worth it only for straight-line kernels on a wide device). Every block
 starts from the same GM and sees only its own writes (inter-block sync is not modelled).
-After the blocks, their GM outputs are merged inside the same jit:
+Each block's GM outputs are folded into the merge as it finishes (inside the same jit), so the
+launch holds one copy of GM plus the blocks' write marks, not ``block_dim`` copies:
 
 - an element one block wrote takes that block's value;
 - an element several blocks wrote only by atomic adds takes the initial value plus every
@@ -61,53 +62,99 @@ def _per_granule(bits: int, granule_bytes: int) -> int:
     return max(1, granule_bytes * 8 // bits)
 
 
-def _merge_one(init, values, marks, granule_bytes: int):
-    """Merge one output: (merged tensor, race?, granule, element, block a, block b, plain a, plain b, overlap)."""
-    n_blocks = values.shape[0]
-    wrote = marks != 0
-    count = jnp.sum(wrote, axis=0)
-    first = jnp.argmax(wrote, axis=0)
-    single = jnp.take_along_axis(values, first[None], axis=0)[0]
-    deltas = jnp.sum(jnp.where(wrote, values - init[None], jnp.zeros_like(values)), axis=0)
-    added = (init + deltas).astype(init.dtype)
-    merged = jnp.where(count == 0, init, jnp.where(count == 1, single, added))
+def _start(init):
+    """The merge of one output before any block: (first writer's value, sum of deltas, writers capped at 2)."""
+    return init, jnp.zeros_like(init), jnp.zeros(init.shape, jnp.uint8)
 
-    per = _per_granule(dtypes.bits(jnp.dtype(init.dtype).name), granule_bytes)
-    flat_w = wrote.reshape(n_blocks, -1)
-    flat_p = ((marks & GM_PLAIN) != 0).reshape(n_blocks, -1)
-    pad = (-flat_w.shape[1]) % per
-    gw = jnp.pad(flat_w, ((0, 0), (0, pad))).reshape(n_blocks, -1, per)
-    gp = jnp.pad(flat_p, ((0, 0), (0, pad))).reshape(n_blocks, -1, per)
-    any_w, any_p = jnp.any(gw, axis=2), jnp.any(gp, axis=2)  # (blocks, granules)
+
+def _add(acc, init, value, marks):
+    """Fold one block's copy of an output (and its write marks) into the merge: one pass, element-wise."""
+    single, delta, count = acc
+    wrote = marks != 0
+    single = jnp.where(wrote & (count == 0), value, single)
+    delta = delta + jnp.where(wrote, value - init, jnp.zeros_like(value))
+    count = jnp.minimum(count + wrote.astype(jnp.uint8), jnp.uint8(2))
+    return single, delta, count
+
+
+def _granules(marks, per: int):
+    """One block's write marks as granule rows (granules, per): padded, flat."""
+    flat = marks.reshape(-1)
+    return jnp.pad(flat, (0, (-flat.shape[0]) % per)).reshape(-1, per)
+
+
+def _granule_summary(marks, per: int):
+    """Per GM granule: did one block write it at all, and with a plain store?"""
+    rows = _granules(marks, per)
+    return jnp.any(rows != 0, axis=1), jnp.any((rows & GM_PLAIN) != 0, axis=1)
+
+
+def _merge_one(init, acc, any_w, any_p, marks, per: int):
+    """Finish one output's merge: (merged tensor, race?, granule, element, block a, block b, plain a, plain b, overlap).
+
+    ``any_w`` / ``any_p`` (blocks, granules) summarise the stacked ``marks``; those are read only
+    for the two blocks of the first racy granule.
+    """
+    single, delta, count = acc
+    added = (init + delta).astype(init.dtype)
+    merged = jnp.where(count == 0, init, jnp.where(count == 1, single, added))
+    n_blocks = any_w.shape[0]
     racy = (jnp.sum(any_w, axis=0) >= 2) & jnp.any(any_p, axis=0)
     g = jnp.argmax(racy)
     blocks = jnp.arange(n_blocks)
     a = jnp.argmax(any_p[:, g])  # the lowest block that stores plainly
     b = jnp.argmax(any_w[:, g] & (blocks != a))  # the lowest other writer
     lo, hi = jnp.minimum(a, b), jnp.maximum(a, b)
-    both = gw[lo, g] & gw[hi, g]
+    wrote_lo, wrote_hi = (_granules(marks[i], per)[g] != 0 for i in (lo, hi))
+    both = wrote_lo & wrote_hi
     overlap = jnp.any(both)
-    element = g * per + jnp.where(overlap, jnp.argmax(both), jnp.argmax(gw[lo, g]))
+    element = g * per + jnp.where(overlap, jnp.argmax(both), jnp.argmax(wrote_lo))
     return merged, jnp.any(racy), (g, element, lo, hi, any_p[lo, g], any_p[hi, g], overlap)
 
 
-@functools.partial(jax.jit, static_argnames=("names", "granule_bytes"))  # one compiled step, even in an eager launch
-def merge_gm(names: tuple, initial: dict, values: dict, marks: dict, granule_bytes: int) -> tuple[dict, GmMerge]:
-    """Merge the blocks' GM outputs ``names`` (``values`` and write ``marks`` have a leading block axis).
-
-    A race names the first tensor in ``names`` order that has one (``GmMerge.tensor`` indexes ``names``).
-    """
+def _merge_record(names: tuple, initial: dict, accs: dict, summaries: dict, marks: dict, granule_bytes: int):
+    """The merged outputs and the merge's finding; a race names the first tensor in ``names`` order that has one."""
     merged = {}
     found = jnp.asarray(False)
     record = [jnp.zeros((), jnp.int32)] * 8  # tensor, granule, element, block a, block b, plain a, plain b, overlap
     for i, name in enumerate(names):
-        merged[name], racy, where = _merge_one(initial[name], values[name], marks[name], granule_bytes)
+        per = _per_granule(dtypes.bits(jnp.dtype(initial[name].dtype).name), granule_bytes)
+        merged[name], racy, where = _merge_one(initial[name], accs[name], *summaries[name], marks[name], per)
         take = racy & ~found
         record = [jnp.where(take, jnp.asarray(new, jnp.int32), old) for new, old in zip((i, *where), record)]
         found = found | racy
     code = jnp.where(found, int(Verdict.RACE), int(Verdict.OK)).astype(jnp.int32)
     tensor, granule, element, block_a, block_b, plain_a, plain_b, overlap = record
     return merged, GmMerge(code, tensor, granule, element, block_a, block_b, plain_a, plain_b, overlap)
+
+
+def _summaries(names: tuple, initial: dict, marks: dict, granule_bytes: int) -> dict:
+    """``_granule_summary`` of every output of one block."""
+    return {
+        name: _granule_summary(
+            marks[name], _per_granule(dtypes.bits(jnp.dtype(initial[name].dtype).name), granule_bytes)
+        )
+        for name in names
+    }
+
+
+@functools.partial(jax.jit, static_argnames=("names", "granule_bytes"))  # one compiled step, even in an eager launch
+def merge_gm(names: tuple, initial: dict, values: dict, marks: dict, granule_bytes: int) -> tuple[dict, GmMerge]:
+    """Merge the blocks' GM outputs ``names`` (``values`` and write ``marks`` have a leading block axis).
+
+    The blocks are folded in one at a time (a ``lax.scan``), so the merge reads each block's
+    copy once, element-wise. A race names the first tensor in ``names`` order that has one
+    (``GmMerge.tensor`` indexes ``names``).
+    """
+
+    def fold(accs, block):
+        value, mark = block
+        return {name: _add(accs[name], initial[name], value[name], mark[name]) for name in names}, None
+
+    start = {name: _start(initial[name]) for name in names}
+    accs, _ = jax.lax.scan(fold, start, ({n: values[n] for n in names}, {n: marks[n] for n in names}))
+    summaries = jax.vmap(lambda m: _summaries(names, initial, m, granule_bytes))(marks)
+    return _merge_record(names, initial, accs, summaries, marks, granule_bytes)
 
 
 def launch_cycles(block_cycles, ai_cores: int):
@@ -127,7 +174,10 @@ class LaunchResult(eqx.Module):
     """Merged outputs, the blocks' final states (leading block axis) and the launch's verdict.
 
     ``block`` is the block the verdict comes from (-1: the merge, or OK). Under ``jax.vmap`` every
-    field gains a leading scenario axis (``states`` then has (scenario, block)).
+    field gains a leading scenario axis (``states`` then has (scenario, block)). The blocks'
+    states come without their copies of GM and their access shadows: the merge consumed those
+    (keeping them would cost ``block_dim`` times GM); ``gm_spec`` keeps each GM tensor's
+    ``(name, shape, dtype)`` for the reports.
     """
 
     outputs: dict[str, jax.Array]
@@ -135,6 +185,7 @@ class LaunchResult(eqx.Module):
     merge: GmMerge
     verdict: jax.Array
     block: jax.Array
+    gm_spec: tuple = eqx.field(static=True, default=())
 
     @property
     def ok(self) -> bool:
@@ -165,16 +216,16 @@ class LaunchResult(eqx.Module):
         if block is not None:
             if not 0 <= block < n:
                 raise ValueError(f"block {block} is outside the launch's blocks [0, {n})")
-            return _block_report(states, block)
+            return _block_report(states, block, self.gm_spec)
         bad = np.flatnonzero(np.asarray(states.error.code) != Verdict.OK)
         if bad.size:
-            return _block_report(states, int(bad[0]))
+            return _block_report(states, int(bad[0]), self.gm_spec)
         timing = _launch_timing(states)
-        warnings = _warnings(states)
+        warnings = _warnings(states, self.gm_spec)
         chip = states.chip.name
         if int(merge.code) == Verdict.OK:
             return Report(Verdict.OK, f"OK (chip {chip}, {n} blocks)", None, None, warnings, chip, timing)
-        return Report(Verdict.RACE, _merge_race(states, merge), None, None, warnings, chip, timing)
+        return Report(Verdict.RACE, _merge_race(states, merge, self.gm_spec), None, None, warnings, chip, timing)
 
     def check(self) -> LaunchResult:
         """Raise the typed error (``RaceError``, ``DeadlockError``...) if the verdict is not OK."""
@@ -188,21 +239,24 @@ class LaunchResult(eqx.Module):
         return self
 
 
-def _block(states: State, b: int) -> State:
-    return jax.tree_util.tree_map(lambda x: x[b], states)
+def _block(states: State, b: int, gm_spec: tuple) -> State:
+    """Block ``b``'s state, its GM as zero-strided stand-ins (the reports read only shapes and dtypes)."""
+    state = jax.tree_util.tree_map(lambda x: x[b], states)
+    gm = {name: np.broadcast_to(np.zeros((), dtype), shape) for name, shape, dtype in gm_spec}
+    return dataclasses.replace(state, gm=gm)
 
 
-def _block_report(states: State, b: int) -> Report:
-    rep = report(_block(states, b))
+def _block_report(states: State, b: int, gm_spec: tuple) -> Report:
+    rep = report(_block(states, b, gm_spec))
     return dataclasses.replace(rep, message=f"block {b}: {rep.message}")
 
 
-def _warnings(states: State) -> list[str]:
+def _warnings(states: State, gm_spec: tuple) -> list[str]:
     """Every block's warnings, each once, naming the blocks that raised it."""
     seen: dict[str, list[int]] = {}
     for b in range(int(states.error.code.shape[0])):
         if np.any(np.asarray(states.warn_op[b]) >= 0):
-            for text in report(_block(states, b)).warnings:
+            for text in report(_block(states, b, gm_spec)).warnings:
                 seen.setdefault(text, []).append(b)
     return [f"block{'s' if len(bs) > 1 else ''} {', '.join(map(str, bs))}: {text}" for text, bs in seen.items()]
 
@@ -228,12 +282,12 @@ def _launch_timing(states: State) -> dict:
     return info
 
 
-def _merge_race(states: State, merge: GmMerge) -> str:
+def _merge_race(states: State, merge: GmMerge, gm_spec: tuple) -> str:
     name = states.gm_outputs[int(merge.tensor)]
-    data = states.gm[name]
-    shape, size = tuple(data.shape[1:]), int(np.prod(data.shape[1:]))
+    shape, dtype = next((shape, dtype) for n, shape, dtype in gm_spec if n == name)
+    size = int(np.prod(shape))
     granule_bytes = states.options.gm_granule_bytes
-    bits = dtypes.bits(data.dtype)
+    bits = dtypes.bits(dtype)
     per = _per_granule(bits, granule_bytes)
     g, a, b = int(merge.granule), int(merge.block_a), int(merge.block_b)
 
@@ -281,19 +335,43 @@ def _launch(
     def one_block(b):
         return execute_block(kernel, chip, options, costs, inputs, outputs, params, block=(b, block_dim))
 
-    blocks = jnp.arange(block_dim, dtype=jnp.int32)
-    states = jax.vmap(one_block)(blocks) if block_parallel else jax.lax.map(one_block, blocks)
     names = tuple(name for name, _ in outputs)
-    values = {name: states.gm[name] for name in names}
-    merged, merge = merge_gm(names, initial_gm({}, outputs), values, states.gm_written, options.gm_granule_bytes)
+    initial = initial_gm({}, outputs)
+    granule_bytes = options.gm_granule_bytes
+    blocks = jnp.arange(block_dim, dtype=jnp.int32)
+    if block_parallel:
+        full = jax.vmap(one_block)(blocks)
+        states, marks = _strip(full), full.gm_written
+        merged, merge = merge_gm(names, initial, {n: full.gm[n] for n in names}, marks, granule_bytes)
+    else:
+
+        def step(accs, b):  # run block b and fold its GM into the merge at once: no block keeps a copy of GM
+            state = one_block(b)
+            accs = {n: _add(accs[n], initial[n], state.gm[n], state.gm_written[n]) for n in names}
+            return accs, (_strip(state), state.gm_written, _summaries(names, initial, state.gm_written, granule_bytes))
+
+        start = {name: _start(initial[name]) for name in names}
+        accs, (states, marks, summaries) = jax.lax.scan(step, start, blocks)
+        merged, merge = _merge_record(names, initial, accs, summaries, marks, granule_bytes)
     codes = states.error.code
     failed = codes != Verdict.OK
     first = jnp.argmax(failed)
     verdict = jnp.where(jnp.any(failed), codes[first], merge.code)
     block = jnp.where(jnp.any(failed), first, -1).astype(jnp.int32)
+    gm_spec = tuple((name, tuple(x.shape), np.dtype(x.dtype)) for name, x in {**inputs, **initial}.items())
     return LaunchResult(
-        outputs={name: merged[name] for name in names}, states=states, merge=merge, verdict=verdict, block=block
+        outputs={name: merged[name] for name in names},
+        states=states,
+        merge=merge,
+        verdict=verdict,
+        block=block,
+        gm_spec=gm_spec,
     )
+
+
+def _strip(state: State) -> State:
+    """What a launch keeps of a block's final state: all but its GM copy, write marks and shadows."""
+    return dataclasses.replace(state, gm={}, gm_written={}, shadows={})
 
 
 _launch_jit = eqx.filter_jit(_launch)

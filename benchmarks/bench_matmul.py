@@ -4,7 +4,8 @@ python benchmarks/bench_matmul.py [--size 1024] [--json]
 
 Rows: ``jnp.dot`` (f32 accumulation); the same 128-tiling as two nested ``lax.scan``s of
 ``jnp.dot`` (the floor for anything that runs the K-loop tile by tile); ascjax ``kernels/matmul.py`` with all checks and the
-timing model on, and with the checks off (the sanitizer's cost); the same tiling as a Pallas
+timing model on, and with the checks off (the sanitizer's cost); the same kernel launched on one
+block per output tile (each block a K loop of its own: what a launch and its GM merge cost); the same tiling as a Pallas
 kernel (grid M/128 x N/128 x K/128, the output block resident across K) run with
 ``interpret=True``, and in Pallas' TPU interpret mode with and without ``detect_races=True``
 (the closest peer: it too checks a kernel's synchronisation on a CPU).
@@ -84,15 +85,26 @@ def ascjax_matmul(case, sanitize):
     return go
 
 
+def ascjax_launch(case, block_dim):
+    @jax.jit
+    def go(a, b):
+        r = aj.launch(case.kernel, {"a": a, "b": b}, case.outputs, block_dim=block_dim, params=case.params, jit=False)
+        return r.outputs["c"], r.verdict, r.cycles
+
+    return go
+
+
 def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
     case = matmul_case(size, size, size)
     a, b = (jnp.asarray(case.inputs[n]) for n in ("a", "b"))
+    blocks = (size // TILE) ** 2  # one output tile per block
     want = case.reference(case.inputs)["c"]
     rows = {
         "jnp.dot": (jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32)), repeats),
         "tiled lax.scan of jnp.dot": (jax.jit(tiled_scan_matmul), repeats),
         "ascjax, checks + timing": (ascjax_matmul(case, True), repeats),
         "ascjax, timing only": (ascjax_matmul(case, False), repeats),
+        f"ascjax launch, {blocks} blocks, checks + timing": (ascjax_launch(case, blocks), repeats),
         "Pallas interpret=True": (jax.jit(functools.partial(pallas_matmul, interpret=True)), repeats),
         "Pallas TPU interpret": (
             jax.jit(functools.partial(pallas_matmul, interpret=pltpu.InterpretParams())),
@@ -139,6 +151,10 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
                 "matmul: checks + timing / timing only (sanitizer cost)",
                 run["ascjax, checks + timing"] / run["ascjax, timing only"],
                 1.25,
+            ),
+            claim(
+                f"matmul: ascjax launch on {blocks} blocks / jnp.dot",
+                run[f"ascjax launch, {blocks} blocks, checks + timing"] / run["jnp.dot"],
             ),
             claim("matmul: max |error| vs float64", max(errors.values()), 1e-3, unit=""),
         ],

@@ -2,7 +2,9 @@
 
 Output tiles and K steps are both ``k.range`` loops (two nested ``lax.scan``s), single-buffered
 L1/L0 with the reverse events primed before the loops, and the unit flag between the last
-mmad of a tile (UPDATE) and its fixpipe (UPDATE).
+mmad of a tile (UPDATE) and its fixpipe (UPDATE). Launched on several blocks, each block takes
+a contiguous share of the output tiles (block b: tiles [b * share, (b + 1) * share)), as a
+multi-core matmul splits its output over the AI Cores.
 """
 
 import jax.numpy as jnp
@@ -19,11 +21,13 @@ def matmul_kernel(k: aj.Program, M=256, K=256, N=256, TM=128, TK=128, TN=128, dt
     br = k.alloc("L0B", (TK, TN), dtype, name="br")
     ac = k.alloc("L0C", (TM, TN), "float32", name="ac")
     k_steps, n_tiles = K // TK, N // TN
+    share = _tiles_per_block(k, (M // TM) * n_tiles)
     k.set_mmad_direction("n")
     k.sync_notify("MTE1", "MTE2", 0)  # L1 starts free
     k.sync_notify("M", "MTE1", 0)  # L0A / L0B start free
 
-    def output_tile(t):
+    def output_tile(j):
+        t = k.block_idx * share + j
         mi, ni = t // n_tiles, t % n_tiles
 
         def k_step(kk):
@@ -45,9 +49,16 @@ def matmul_kernel(k: aj.Program, M=256, K=256, N=256, TM=128, TK=128, TN=128, dt
         k.range(k_steps, k_step)
         k.fixpipe("c", ac, dst_row=mi * TM, dst_col=ni * TN, unit_flag_mode=UnitFlagMode.ENABLE_UPDATE)
 
-    k.range((M // TM) * n_tiles, output_tile)
+    k.range(share, output_tile)
     k.sync_wait("MTE1", "MTE2", 0)
     k.sync_wait("M", "MTE1", 0)
+
+
+def _tiles_per_block(k: aj.Program, tiles: int) -> int:
+    """Output tiles each block computes (every block the same share)."""
+    if tiles % k.block_num:
+        raise ValueError(f"{tiles} output tiles do not split evenly over block_dim {k.block_num}: pick a divisor")
+    return tiles // k.block_num
 
 
 def matmul_pingpong_kernel(k: aj.Program, M=256, K=256, N=256, TM=128, TK=128, TN=128, dtype="float16"):

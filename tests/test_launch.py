@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from matmul import matmul_case
 
 import ascjax as aj
 from ascjax import pl
@@ -124,6 +125,25 @@ def test_jit_eager_and_parallel_launch_agree():
     np.testing.assert_array_equal(np.asarray(jitted.block_cycles), np.asarray(parallel.block_cycles))
 
 
+def _read_before_write_kernel(k):
+    """Block b reads stripe b of ``out``, which nothing wrote."""
+    t = pl.alloc("Vec", (R, C), "float32", name="t")
+    with k.vector(0):
+        pl.load(t, "out", (k.block_idx * R, 0))
+
+
+def test_blocks_keep_no_gm_copy_and_their_reports_still_place_gm_granules():
+    """The merge consumes each block's GM copy and shadows (a launch would hold ``block_dim`` copies of
+    GM otherwise); a block's report places GM granules from the launch's ``gm_spec``."""
+    r = aj.launch(_read_before_write_kernel, {"x": X}, TINY_OUTS, block_dim=2)
+    assert r.states.gm == {} and r.states.gm_written == {} and r.states.shadows == {}
+    assert [(name, shape) for name, shape, _ in r.gm_spec] == [("x", X.shape), ("out", (2 * R, C)), ("acc", (R, C))]
+    rep = r.report()
+    assert rep.verdict is V.UNINITIALIZED and rep.message.startswith("block 0: UNINITIALIZED"), rep.message
+    assert "GM tensor `out` granules 0..63 (elements (0, 0)..(15, 31)" in rep.message, rep.message
+    assert "elements (16, 0)..(31, 31)" in r.report(block=1).message  # block 1's own stripe
+
+
 def test_plain_run_is_block_0_of_1_and_keeps_no_write_marks():
     r = aj.run(tiny_kernel, {"x": X}, TINY_OUTS, options=FAST)
     assert r.ok, r.report().message
@@ -173,6 +193,21 @@ def test_cube_blocks_store_and_add_and_run_in_waves():
     assert per.shape == (3,) and len(set(per.tolist())) == 1
     assert float(r.cycles) == 2 * per[0] == rep.cycles
     assert rep.timing["waves"] == 2 and rep.timing["block_cycles"] == per.tolist()
+
+
+def test_a_matmul_split_over_blocks_matches_numpy_and_runs_in_a_quarter_of_the_cycles():
+    """kernels/matmul.py on 4 blocks (one 128 x 128 output tile each) against NumPy and a single-block run."""
+    case = matmul_case()  # 256^3, tiles 128: 4 output tiles
+    four = aj.launch(case.kernel, case.inputs, case.outputs, block_dim=4, params=case.params).check()
+    one = aj.run(case.kernel, case.inputs, case.outputs, params=case.params).check()
+    want = case.reference(case.inputs)["c"]
+    np.testing.assert_allclose(np.asarray(four.outputs["c"]), want, atol=1e-3)
+    np.testing.assert_array_equal(np.asarray(four.outputs["c"]), np.asarray(one.outputs["c"]))
+    per = np.asarray(four.block_cycles)
+    assert len(set(per.tolist())) == 1 and float(four.cycles) == per[0]  # 4 blocks, one wave
+    assert 3.5 < one.report().cycles / float(four.cycles) <= 4.0  # each block does a quarter of the K loops
+    with pytest.raises(ValueError, match="4 output tiles do not split evenly over block_dim 3"):
+        aj.launch(case.kernel, case.inputs, case.outputs, block_dim=3, params=case.params)
 
 
 # --- the merge and the waves as functions ----------------------------------------------------
