@@ -17,8 +17,8 @@ from . import indexed
 from .chip import Chip
 from .cross_core import CrossCore
 from .granules import buffer_granules, gm_grid
-from .hazards import N_CORES, N_GLOBAL_PIPES, READERS, TRACKED_ON_CHIP, Shadow, clock_width, shadow_key
-from .kinds import N_PIPES, Buffer
+from .hazards import AIC, AIV0, AIV1, N_CORES, N_GLOBAL_PIPES, READERS, TRACKED_ON_CHIP, Shadow, clock_width, shadow_key
+from .kinds import AIC_FLAG_PAIRS, AIV_FLAG_PAIRS, N_PIPES, Buffer, Pipe
 from .options import Options
 from .timing import Costs, Timeline, default_costs
 
@@ -144,12 +144,27 @@ class Aic(eqx.Module):
         )
 
 
+#: The legal SetFlag (core, src pipe, dst pipe) triples in a fixed order: a flag's vector
+#: clocks are kept for these only (47 a block, not 3 x 7 x 7 = 147).
+FLAG_SLOTS = tuple(
+    (core, src, dst)
+    for core, pairs in ((AIC, AIC_FLAG_PAIRS), (AIV0, AIV_FLAG_PAIRS), (AIV1, AIV_FLAG_PAIRS))
+    for src, dst in sorted(pairs)
+)
+_FLAG_SLOT = {triple: i for i, triple in enumerate(FLAG_SLOTS)}
+
+
+def flag_slot(core: int, src: Pipe, dst: Pipe) -> int:
+    """Row of ``SyncFlags.vc`` that holds the clocks of flag ``src -> dst`` on ``core`` (a legal pair)."""
+    return _FLAG_SLOT[(core, src, dst)]
+
+
 class SyncFlags(eqx.Module):
     """Intra-core SetFlag bits of every core: [core, src pipe, dst pipe, event id]."""
 
     bits: Bool[Array, "C P P E"]
     op: Int[Array, "C P P E"]  # the notify that set each bit
-    vc: Int[Array, "C P P E G"]  # that notify's vector clock (the edge a wait joins)
+    vc: Int[Array, "F E G"]  # that notify's vector clock (the edge a wait joins), per legal pair (``flag_slot``)
 
     @staticmethod
     def empty(chip: Chip, width: int) -> SyncFlags:
@@ -157,7 +172,7 @@ class SyncFlags(eqx.Module):
         return SyncFlags(
             bits=jnp.zeros(shape, bool),
             op=jnp.full(shape, -1, jnp.int32),
-            vc=jnp.zeros((*shape, width), jnp.int32),
+            vc=jnp.zeros((len(FLAG_SLOTS), chip.intra_event_ids, width), jnp.int32),
         )
 
 

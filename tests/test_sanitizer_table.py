@@ -458,4 +458,5 @@ def test_checks_off_carry_no_vector_clocks():
         st = _run(good_pipeline, sanitize=sanitize).state
         clocks = (st.vc, st.flags.vc, st.xc.vc, st.aic.uf_vc, st.aic.auto_vc)
         assert {c.shape[-1] for c in clocks} == {width}
+        assert st.flags.vc.shape[:2] == (47, st.chip.intra_event_ids)  # legal (core, src, dst) flags only
         assert bool(st.shadows) is sanitize

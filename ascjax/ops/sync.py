@@ -14,7 +14,7 @@ from .. import hazards, indexed, sites, timing
 from ..hazards import AIC, CORE_NAMES
 from ..kinds import AIC_FLAG_PAIRS, AIV_FLAG_PAIRS, N_PIPES, Pipe
 from ..results import SYNC_EVENT_RANGE, SYNC_SET_TWICE, Verdict
-from ..state import State, WaitKind
+from ..state import State, WaitKind, flag_slot
 from ._machine import block, clock_op, core_of, fail, hint_release, issue, static_int
 from .move import _need
 
@@ -76,7 +76,7 @@ def sync_notify(state: State, src, dst, event_id, *, sub: int | None = None) -> 
     new = type(f)(
         bits=indexed.put(f.bits, at, already | run),
         op=indexed.put(f.op, at, op, run),
-        vc=indexed.put(f.vc, at, hazards.clock(state, core, src), run),
+        vc=indexed.put(f.vc, (flag_slot(core, src, dst), ev), hazards.clock(state, core, src), run),
     )
     state, _, set_at = clock_op(state, src, op, run, 0.0, core=core)  # sets once src's earlier work is done
     flag_t = indexed.put(state.time.flag_t, at, set_at, run)
@@ -108,7 +108,7 @@ def sync_wait(state: State, src, dst, event_id, *, sub: int | None = None) -> St
         core=core,
     )
     bits = indexed.put(f.bits, at, is_set & ~run)
-    state = hazards.join(state, core, dst, f.vc[at], when=run & is_set)
+    state = hazards.join(state, core, dst, f.vc[flag_slot(core, src, dst), ev], when=run & is_set)
     ready = state.time.flag_t[at] + state.costs.flag_latency_cycles
     state, _, _ = clock_op(state, dst, op, run & is_set, 0.0, ready, timing.REASON_FLAG, f.op[at], core=core)
     return eqx.tree_at(lambda s: s.flags.bits, state, bits)
