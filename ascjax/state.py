@@ -226,7 +226,6 @@ class State(eqx.Module):
     seq: Int[Array, ""]  # ops issued so far (orders errors)
     loop: Int[Array, " L"]  # current loop indices, outermost first
     warn_op: Int[Array, " W"]  # first op that raised each warning, -1 if none
-    gm_atomic: bool = eqx.field(static=True, default=False)  # GM writes add (AtomicAdd) instead of overwriting
 
     @staticmethod
     def create(
@@ -283,15 +282,12 @@ class State(eqx.Module):
             warn_op=jnp.full((N_WARNINGS,), -1, jnp.int32),
         )
 
-    def atomic_mode(self, on: bool) -> State:
-        """A state whose GM writes add (``SetAtomicAdd``, ``AtomicType.AtomicAdd``) or overwrite (``SetAtomicNone``)."""
-        return dataclasses.replace(self, gm_atomic=bool(on))
-
-    def mark_gm(self, name: str, written) -> State:
-        """Record which elements of GM output ``name`` an op wrote (bool mask), and how; a no-op outside a launch."""
+    def mark_gm(self, name: str, written, atomic: bool) -> State:
+        """Record which elements of GM output ``name`` an op wrote (bool mask), with an atomic add or a
+        plain store; a no-op outside a launch."""
         if name not in self.gm_written:
             return self
-        bit = jnp.uint8(GM_ATOMIC if self.gm_atomic else GM_PLAIN)
+        bit = jnp.uint8(GM_ATOMIC if atomic else GM_PLAIN)
         marks = self.gm_written[name] | jnp.where(written, bit, jnp.uint8(0))
         return eqx.tree_at(lambda s: s.gm_written[name], self, marks)
 

@@ -242,10 +242,12 @@ def _table(columns: dict, merged: dict, inputs: dict, reference) -> SweepTable:
     scalar_cols = [name for name, col in columns.items() if col.ndim == 1]
     values = {name: columns[name].tolist() for name in scalar_cols}
     codes, ops, cycles = (np.asarray(merged[k]).tolist() for k in ("code", "op", "cycles"))
-    where = {}  # op id -> (op, location): a sweep's failures come from a few distinct ops
+    # a sweep has few distinct verdicts and failing ops: each is looked up once
+    verdicts = {code: (Verdict(code), Verdict(code).label) for code in set(codes)}
+    where = {}  # op id -> (op, location)
     rows = []
     for i, code in enumerate(codes):
-        verdict = Verdict(code)
+        verdict, label = verdicts[code]
         op, location = None, None
         if verdict is not Verdict.OK:
             if ops[i] not in where:
@@ -253,7 +255,7 @@ def _table(columns: dict, merged: dict, inputs: dict, reference) -> SweepTable:
                 where[ops[i]] = (site.op, site.location) if site else (None, None)
             op, location = where[ops[i]]
         row = {name: values[name][i] for name in scalar_cols}
-        row.update(verdict=verdict.label, op=op, location=location, cycles=float(cycles[i]))
+        row.update(verdict=label, op=op, location=location, cycles=float(cycles[i]))
         if reference is not None:
             x = {name: (columns[name][i] if name in columns else v) for name, v in inputs.items()}
             outs = {name: v[i] for name, v in merged["outputs"].items()}

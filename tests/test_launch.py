@@ -150,7 +150,7 @@ def test_plain_run_is_block_0_of_1_and_keeps_no_write_marks():
     np.testing.assert_array_equal(np.asarray(r.outputs["out"][:R]), X[:R])
     np.testing.assert_array_equal(np.asarray(r.outputs["out"][R:]), 0)
     np.testing.assert_array_equal(np.asarray(r.outputs["acc"]), 2 * X[:R])  # atomic adds within one block
-    assert r.state.gm_written == {} and not r.state.gm_atomic
+    assert r.state.gm_written == {}
 
 
 # --- cube blocks: the fixpipe's plain and atomic stores, waves over the AI Cores -------------

@@ -77,6 +77,7 @@ def fixpipe(
     quant_scale=None,
     quant_mode: str | None = None,
     quant_offset: int = 0,
+    atomic: bool = False,
 ) -> State:
     """``asc_copy_l0c2gm``: move the (m x n) region at (src_row, src_col) of L0C tile ``src`` to GM.
 
@@ -94,6 +95,7 @@ def fixpipe(
     format. ``quant_offset`` (in [-256, 255]) is added by the int8/uint8 modes. Float outputs
     follow CTRL[48] (``set_ctrl_saturation``); ``relu`` zeroes negative L0C values. With
     ``Options.straight_through`` the rounding and saturation are differentiated as the identity.
+    ``atomic`` adds the converted result to GM instead of overwriting it (``SetAtomicAdd``).
     """
     _expect(src, Buffer.L0C, "src")
     _need(dst in state.gm, f"GM tensor {dst!r} is not an input or output of this kernel: have {sorted(state.gm)}")
@@ -223,7 +225,6 @@ def fixpipe(
         data = jnp.where(jnp.asarray(racy) & state.options.poison_races, jnp.uint8(_HIF8_NAN), data)
     else:
         data = poison(data, racy, state.options)
-    atomic = state.gm_atomic  # pl.store(..., atomic=AtomicType.AtomicAdd): the write adds to GM
     _need(
         not atomic or out_dtype != "hifloat8",
         "rule 'atomic dtype': an atomic add of HiFloat8 codes is not modelled: store float16/float32 and convert",
@@ -246,7 +247,7 @@ def fixpipe(
         if track:
             written = jnp.broadcast_to(jnp.asarray(execute), g.shape)
     state = eqx.tree_at(lambda s: s.gm[dst], state, new)
-    return state.mark_gm(dst, written) if track else state
+    return state.mark_gm(dst, written, atomic) if track else state
 
 
 def _clock_fixpipe(state: State, src, op: int, execute, mode, nz2nd, row0, m, col0, n, out_dtype) -> State:

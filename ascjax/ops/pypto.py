@@ -108,9 +108,8 @@ def store(
     """
     _expect(src, Buffer.L0C, "src")
     state = _auto_wait(state, src, 0, src.rows, 0, src.cols, _no_phase(phase))
-    before = state.gm_atomic
-    state = fixpipe(
-        state.atomic_mode(atomic_add(atomic) or before),
+    return fixpipe(
+        state,
         dst,
         src,
         dst_row=offsets[0],
@@ -118,8 +117,8 @@ def store(
         relu=relu,
         unit_flag_mode=phase,
         quant_scale=scale,
+        atomic=atomic_add(atomic),
     )
-    return state.atomic_mode(before)
 
 
 def move_to_vec(

@@ -98,11 +98,9 @@ def copy_ub2gm(
 ) -> State:
     """MTE3 of AIV ``sub``: store the top-left (rows x cols) of UB tile ``src`` at (row, col) of GM tensor ``dst``.
 
-    ``atomic`` (or a state in atomic mode, see ``State.atomic_mode``) adds to GM instead of
-    overwriting it (``SetAtomicAdd`` / PyPTO-Pro ``store(..., atomic=AtomicType.AtomicAdd)``).
+    ``atomic`` adds to GM instead of overwriting it (``SetAtomicAdd`` / PyPTO-Pro
+    ``store(..., atomic=AtomicType.AtomicAdd)``).
     """
-    atomic_before = state.gm_atomic
-    state = state.atomic_mode(atomic or atomic_before)
     _expect(src, Buffer.UB, "src")
     g = _gm(state, dst, write=True)
     _need(g.dtype == src.np_dtype, f"GM tensor {dst!r} is {g.dtype} but {src} is {src.dtype}: a store does not convert")
@@ -128,16 +126,16 @@ def copy_ub2gm(
     data = poison(state.tile(src, sub)[:rows, :cols], racy, state.options)
     start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
     old = jax.lax.dynamic_slice(g, start, (rows, cols))
-    value = old + data if state.gm_atomic else data
+    value = old + data if atomic else data
     new = jax.lax.dynamic_update_slice(g, jnp.where(execute, value, old), start)
     state = eqx.tree_at(lambda s: s.gm[dst], state, new)
     if dst in state.gm_written:  # a launch: remember the window for the merge of the blocks' GM
         window = jnp.broadcast_to(jnp.asarray(execute), (rows, cols))
-        state = state.mark_gm(dst, jax.lax.dynamic_update_slice(jnp.zeros(g.shape, bool), window, start))
+        state = state.mark_gm(dst, jax.lax.dynamic_update_slice(jnp.zeros(g.shape, bool), window, start), atomic)
     c = state.costs
     cost = c.gm_write_latency_cycles + rows * cols * g.dtype.itemsize / c.mte3_bytes_per_cycle
     state, _, _ = clock_op(state, Pipe.MTE3, op, execute, cost, core=core)
-    return state.atomic_mode(atomic_before)
+    return state
 
 
 def copy_ub2l1(state: State, dst: Tile, src: Tile, *, row: int = 0, col: int = 0, sub: int) -> State:
