@@ -11,7 +11,8 @@ as a discrete-event simulation:
   first. Finding the cuts is a trace-time *discovery* pass that runs the section with every op
   switched off and counts the waits; each segment is then traced once, with only its own ops
   switched on (so a loop body is traced once per segment, never unrolled).
-* A **scheduler** (a ``lax.scan`` with a static bound, so ``jax.grad`` works) keeps each core's
+* A **scheduler** (a ``lax.scan`` with a static bound, so ``jax.grad`` works, in chunks of
+  ``STEPS_PER_CHUNK`` steps that are skipped once every section is done) keeps each core's
   position (region, iteration, segment). Each step picks the runnable core with the earliest
   clock and runs its next segment with ``lax.switch``. A segment whose leading wait is not
   satisfied yields: its effects are dropped but the wait is recorded, and the core is stalled
@@ -37,6 +38,10 @@ from . import indexed
 from .hazards import N_CORES
 from .kinds import N_PIPES
 from .state import WaitKind
+
+#: Scheduler steps per chunk: the scan runs the static worst-case number of steps, most of them
+#: after every section has finished, and a finished chunk is skipped with one test.
+STEPS_PER_CHUNK = 16
 
 
 @dataclasses.dataclass
@@ -208,6 +213,11 @@ def run_concurrent(program, plans: list[Plan]):
         runnable = ~carry[4] & ~carry[5]
         return jax.lax.cond(jnp.any(runnable), go, lambda c: c, carry), None
 
+    def chunk(carry, _):  # once every section has finished, the remaining chunks cost one test each
+        runnable = ~carry[4] & ~carry[5]
+        run = lambda c: jax.lax.scan(step, c, None, length=STEPS_PER_CHUNK)[0]  # noqa: E731
+        return jax.lax.cond(jnp.any(runnable), run, lambda c: c, carry), None
+
     carry = (program.state, r0, zeros, zeros, done0, jnp.zeros((n_plans,), bool))
-    (state, *_), _ = jax.lax.scan(step, carry, None, length=steps)
+    (state, *_), _ = jax.lax.scan(chunk, carry, None, length=-(-steps // STEPS_PER_CHUNK))
     program.state = state
