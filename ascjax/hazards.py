@@ -57,8 +57,6 @@ READERS = {
     Buffer.SCALE_LEFT: (gpipe(AIC, Pipe.M),),  # MX scales (950)
     Buffer.SCALE_RIGHT: (gpipe(AIC, Pipe.M),),
 }
-#: Cube-core buffers with a shadow (those the chip has: the MX scale domains exist on 950 only).
-TRACKED_ON_CHIP = (Buffer.L1, Buffer.L0A, Buffer.L0B, Buffer.L0C, Buffer.BT, Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT)
 
 
 class Shadow(eqx.Module):

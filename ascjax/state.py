@@ -17,7 +17,7 @@ from . import indexed
 from .chip import Chip
 from .cross_core import CrossCore
 from .granules import buffer_granules, gm_grid
-from .hazards import AIC, AIV0, AIV1, N_CORES, N_GLOBAL_PIPES, READERS, TRACKED_ON_CHIP, Shadow, clock_width, shadow_key
+from .hazards import AIC, AIV0, AIV1, N_CORES, N_GLOBAL_PIPES, READERS, Shadow, clock_width, shadow_key
 from .kinds import AIC_FLAG_PAIRS, AIV_FLAG_PAIRS, N_PIPES, Buffer, Pipe
 from .options import Options
 from .timing import Costs, Timeline, default_costs
@@ -242,13 +242,8 @@ class State(eqx.Module):
         width = clock_width(options)
         costs = default_costs(chip) if costs is None else costs
         gm = {name: jnp.asarray(x) for name, x in gm.items()}
-        shadows = {}
+        shadows = {}  # an on-chip buffer's shadow is added with its first tile (add_tile)
         if options.sanitize:
-            for buffer in (b for b in TRACKED_ON_CHIP if b in chip.buffer_bytes):
-                shadows[shadow_key(buffer)] = Shadow.empty((buffer_granules(chip, buffer),), len(READERS[buffer]))
-            for sub in (0, 1):
-                grid = (buffer_granules(chip, Buffer.UB),)
-                shadows[shadow_key(Buffer.UB, sub=sub)] = Shadow.empty(grid, len(READERS[Buffer.UB]))
             for name in outputs:
                 grid = gm_grid(tuple(gm[name].shape), jnp.dtype(gm[name].dtype).name, options.gm_granule_bytes)[:2]
                 shadows[shadow_key(Buffer.GM, name)] = Shadow.empty(grid, len(READERS[Buffer.GM]))
@@ -292,16 +287,31 @@ class State(eqx.Module):
         return eqx.tree_at(lambda s: s.gm_written[name], self, marks)
 
     def add_tile(self, tile, depth: int | None = None) -> State:
-        """A state with storage for a newly allocated tile (zero-filled; a TileGroup stacks ``depth`` slots)."""
+        """A state with storage for a newly allocated tile (zero-filled; a TileGroup stacks ``depth`` slots).
+
+        The tile's buffer gets its shadow with its first tile, so a kernel that never touches a
+        buffer (a cube-only kernel and UB, a vector-only kernel and L1/L0) carries none for it.
+        """
         shape = tile.physical_shape if depth is None else (depth, *tile.physical_shape)
         zeros = jnp.zeros(shape, tile.np_dtype)
+        state = self._with_shadows(tile.buffer)
         if tile.buffer is Buffer.UB:
-            ub = tuple({**store, tile.name: zeros} for store in self.ub)
-            return dataclasses.replace(self, ub=ub, tiles=(*self.tiles, tile))
+            ub = tuple({**store, tile.name: zeros} for store in state.ub)
+            return dataclasses.replace(state, ub=ub, tiles=(*state.tiles, tile))
         field = _BUFFER_FIELD[tile.buffer]
-        store = {**getattr(self.aic, field), tile.name: zeros}
-        aic = dataclasses.replace(self.aic, **{field: store})
-        return dataclasses.replace(self, aic=aic, tiles=(*self.tiles, tile))
+        store = {**getattr(state.aic, field), tile.name: zeros}
+        aic = dataclasses.replace(state.aic, **{field: store})
+        return dataclasses.replace(state, aic=aic, tiles=(*state.tiles, tile))
+
+    def _with_shadows(self, buffer: Buffer) -> State:
+        """The state with a (fresh) shadow for ``buffer`` (UB: one per AIV) when sanitizing and it has none."""
+        keys = [shadow_key(buffer, sub=sub) for sub in (0, 1)] if buffer is Buffer.UB else [shadow_key(buffer)]
+        missing = [key for key in keys if key not in self.shadows]
+        if not self.options.sanitize or not missing:
+            return self
+        grid = (buffer_granules(self.chip, buffer),)
+        shadows = {**self.shadows, **{key: Shadow.empty(grid, len(READERS[buffer])) for key in missing}}
+        return dataclasses.replace(self, shadows=shadows, buffer_codes=tuple(shadows))
 
     def tile_at(self, buffer: Buffer, addr: int):
         """The most recently allocated tile of ``buffer`` that starts at ``addr`` (or None)."""
