@@ -462,4 +462,4 @@ def test_checks_off_carry_no_vector_clocks():
         # a buffer gets its shadow with its first tile: this cube kernel has none for UB or BiasTable
         on_chip = sorted(key for key in st.shadows if not key.startswith("GM:"))
         assert on_chip == (["L0A", "L0B", "L0C", "L1"] if sanitize else [])
-        assert st.buffer_codes == tuple(st.shadows)
+        assert set(st.buffer_codes) == set(st.shadows)  # errors name shadows by their index here
