@@ -62,6 +62,11 @@ def _per_granule(bits: int, granule_bytes: int) -> int:
     return max(1, granule_bytes * 8 // bits)
 
 
+def _granule_elements(tensor, granule_bytes: int) -> int:
+    """Elements of ``tensor``'s dtype per GM granule."""
+    return _per_granule(dtypes.bits(jnp.dtype(tensor.dtype).name), granule_bytes)
+
+
 def _start(init):
     """The merge of one output before any block: (first writer's value, sum of deltas, writers capped at 2)."""
     return init, jnp.zeros_like(init), jnp.zeros(init.shape, jnp.uint8)
@@ -118,7 +123,7 @@ def _merge_record(names: tuple, initial: dict, accs: dict, summaries: dict, mark
     found = jnp.asarray(False)
     record = [jnp.zeros((), jnp.int32)] * 8  # tensor, granule, element, block a, block b, plain a, plain b, overlap
     for i, name in enumerate(names):
-        per = _per_granule(dtypes.bits(jnp.dtype(initial[name].dtype).name), granule_bytes)
+        per = _granule_elements(initial[name], granule_bytes)
         merged[name], racy, where = _merge_one(initial[name], accs[name], *summaries[name], marks[name], per)
         take = racy & ~found
         record = [jnp.where(take, jnp.asarray(new, jnp.int32), old) for new, old in zip((i, *where), record)]
@@ -130,12 +135,7 @@ def _merge_record(names: tuple, initial: dict, accs: dict, summaries: dict, mark
 
 def _summaries(names: tuple, initial: dict, marks: dict, granule_bytes: int) -> dict:
     """``_granule_summary`` of every output of one block."""
-    return {
-        name: _granule_summary(
-            marks[name], _per_granule(dtypes.bits(jnp.dtype(initial[name].dtype).name), granule_bytes)
-        )
-        for name in names
-    }
+    return {name: _granule_summary(marks[name], _granule_elements(initial[name], granule_bytes)) for name in names}
 
 
 @functools.partial(jax.jit, static_argnames=("names", "granule_bytes"))  # one compiled step, even in an eager launch
