@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
@@ -277,13 +278,19 @@ class State(eqx.Module):
             warn_op=jnp.full((N_WARNINGS,), -1, jnp.int32),
         )
 
-    def mark_gm(self, name: str, written, atomic: bool) -> State:
-        """Record which elements of GM output ``name`` an op wrote (bool mask), with an atomic add or a
-        plain store; a no-op outside a launch."""
+    def mark_gm(self, name: str, written, atomic: bool, start=None) -> State:
+        """Record which elements of GM output ``name`` an op wrote, with an atomic add or a plain
+        store; a no-op outside a launch. ``written``: a bool mask of the whole tensor, or with
+        ``start`` of the window there (only that window of the marks is read and written)."""
         if name not in self.gm_written:
             return self
         bit = jnp.uint8(GM_ATOMIC if atomic else GM_PLAIN)
-        marks = self.gm_written[name] | jnp.where(written, bit, jnp.uint8(0))
+        marks = self.gm_written[name]
+        if start is None:
+            marks = marks | jnp.where(written, bit, jnp.uint8(0))
+        else:
+            window = jax.lax.dynamic_slice(marks, start, written.shape) | jnp.where(written, bit, jnp.uint8(0))
+            marks = jax.lax.dynamic_update_slice(marks, window, start)
         return eqx.tree_at(lambda s: s.gm_written[name], self, marks)
 
     def add_tile(self, tile, depth: int | None = None) -> State:

@@ -129,9 +129,8 @@ def copy_ub2gm(
     value = old + data if atomic else data
     new = jax.lax.dynamic_update_slice(g, jnp.where(execute, value, old), start)
     state = eqx.tree_at(lambda s: s.gm[dst], state, new)
-    if dst in state.gm_written:  # a launch: remember the window for the merge of the blocks' GM
-        window = jnp.broadcast_to(jnp.asarray(execute), (rows, cols))
-        state = state.mark_gm(dst, jax.lax.dynamic_update_slice(jnp.zeros(g.shape, bool), window, start), atomic)
+    # a launch: remember the window for the merge of the blocks' GM
+    state = state.mark_gm(dst, jnp.broadcast_to(jnp.asarray(execute), (rows, cols)), atomic, start=start)
     c = state.costs
     cost = c.gm_write_latency_cycles + rows * cols * g.dtype.itemsize / c.mte3_bytes_per_cycle
     state, _, _ = clock_op(state, Pipe.MTE3, op, execute, cost, core=core)
