@@ -4,25 +4,27 @@ from . import layout, ops, pl, timing, trace
 from .case import Case, build_case, case, load_cases, run_case
 from .chip import CHIPS, Chip, get_chip
 from .compile_cache import enable_compile_cache
+from .core import (
+    AscjaxError,
+    BoundsError,
+    Buffer,
+    DeadlockError,
+    Format,
+    LayoutError,
+    LeftoverSignalError,
+    Pipe,
+    RaceError,
+    SyncError,
+    UninitializedError,
+    Verdict,
+)
 from .cross_core import SyncMode
-from .kinds import Buffer, Format, Pipe
 from .launch import LaunchResult, launch
 from .memory import Allocator, Tile
 from .ops import AccPhase, AccToVecMode, RoundMode, STPhase, UnitFlagMode
 from .options import Options
 from .program import Program
 from .report import Report, report
-from .results import (
-    AscjaxError,
-    BoundsError,
-    DeadlockError,
-    LayoutError,
-    LeftoverSignalError,
-    RaceError,
-    SyncError,
-    UninitializedError,
-    Verdict,
-)
 from .run import Result, run
 from .state import State
 from .sweep import SweepTable, sweep

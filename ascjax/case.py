@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .results import Verdict
+from .core import Verdict
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
-from .kinds import Buffer, Format
+from .core import Buffer, Format
 
 KIB = 1024
 

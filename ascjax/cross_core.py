@@ -16,35 +16,11 @@ and ``id + 16``, one per AIV), and so that a report can name who set what.
 
 from __future__ import annotations
 
-import enum
-
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Int
 
-from .hazards import AIC, AIV0, AIV1, N_CORES
-
-
-class SyncMode(enum.IntEnum):
-    """PyPTO-Pro ``sync_mode`` values (``python/src/bindings/ir/ir.cpp``); INTRA_BLOCK is the default."""
-
-    INTER_BLOCK = 0
-    INTER_SUBBLOCK = 1
-    INTRA_BLOCK = 2
-    UNICAST_BLOCK = 3
-
-    @classmethod
-    def parse(cls, mode) -> SyncMode:
-        if isinstance(mode, cls):
-            return mode
-        if isinstance(mode, str):
-            try:
-                return cls[mode.upper()]
-            except KeyError:
-                pass
-        elif isinstance(mode, int) and mode in tuple(cls):
-            return cls(mode)
-        raise ValueError(f"unknown sync_mode {mode!r}: expected one of {[m.name for m in cls]}")
+from .core import AIC, AIV0, AIV1, N_CORES, SyncMode
 
 
 def routes(mode: SyncMode, core: int, subblock: int = 0) -> tuple[tuple[int, int], ...]:

@@ -9,10 +9,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from . import hazards, sites
-from .cross_core import SyncMode
-from .kinds import Pipe
-from .results import SYNC_CROSS_MODE, SYNC_CROSS_PENDING
+from . import sites
+from .core import CORE_NAMES, SYNC_CROSS_MODE, SYNC_CROSS_PENDING, Pipe, SyncMode, pipe_name
 from .state import WaitKind
 
 _FIX_HINT = (
@@ -44,7 +42,7 @@ def cross_core_wait_lines(state, w, p) -> list[str]:
     core = int(p) // len(Pipe)
     mode, ev = SyncMode(int(w.value[p])), int(w.count[p])
     senders = sorted({int(w.lo[p]), int(w.hi[p])})
-    names = " and ".join(hazards.CORE_NAMES[s] for s in senders)
+    names = " and ".join(CORE_NAMES[s] for s in senders)
     lines = [f"  waits for cross-core event {ev} ({mode.name}) from {names}."]
     if len(senders) > 1:
         lines.append("  (INTRA_BLOCK: a cube wait needs a set from each of the two AIVs.)")
@@ -56,19 +54,19 @@ def cross_core_wait_lines(state, w, p) -> list[str]:
             continue
         if stuck:
             lines.append(
-                f"  {hazards.CORE_NAMES[s]} is itself stuck (see its entry), so its set never comes: "
+                f"  {CORE_NAMES[s]} is itself stuck (see its entry), so its set never comes: "
                 "a wait cycle between the cores."
             )
         elif sets == 0:
-            lines.append(f"  {hazards.CORE_NAMES[s]} never ran set_cross_core(event_id={ev}) on any path.")
+            lines.append(f"  {CORE_NAMES[s]} never ran set_cross_core(event_id={ev}) on any path.")
         else:
             lines.append(
-                f"  {hazards.CORE_NAMES[s]} set event {ev} {sets} time(s) and every signal was consumed by an "
+                f"  {CORE_NAMES[s]} set event {ev} {sets} time(s) and every signal was consumed by an "
                 "earlier wait: waits outnumber sets."
             )
     if state.chip.cross_core_wait_blocks_core:
         lines.append(
-            f"  On chip {state.chip.name} a cross-core wait holds every pipe of {hazards.CORE_NAMES[core]}, so "
+            f"  On chip {state.chip.name} a cross-core wait holds every pipe of {CORE_NAMES[core]}, so "
             "nothing after it on this core ran."
         )
     lines.append(
@@ -98,13 +96,13 @@ def wait_chain(state) -> str | None:
     while core in stuck and core not in seen:
         seen.append(core)
         g, ev, senders = stuck[core]
-        names = "/".join(hazards.CORE_NAMES[s] for s in senders) or "-"
-        parts.append(f"{hazards.pipe_name(g)} waits for event {ev} from {names}")
+        names = "/".join(CORE_NAMES[s] for s in senders) or "-"
+        parts.append(f"{pipe_name(g)} waits for event {ev} from {names}")
         nxt = [s for s in senders if s in stuck]
         if not nxt:
             return "  wait-for chain: " + " -> ".join(parts) + f"; {names} never sets it: no core can progress."
         core = nxt[0]
-    back = hazards.pipe_name(stuck[core][0])
+    back = pipe_name(stuck[core][0])
     return "  wait-for chain: " + " -> ".join(parts) + f" -> back to {back}: a cycle, no core can progress."
 
 
@@ -112,9 +110,9 @@ def cross_core_leftover(state, err) -> str:
     recv, send = divmod(int(err.b), 3)
     ev, count = int(err.c), int(err.d)
     return (
-        f"LEFTOVER cross-core event {ev}: {hazards.CORE_NAMES[send]} -> {hazards.CORE_NAMES[recv]} still holds "
+        f"LEFTOVER cross-core event {ev}: {CORE_NAMES[send]} -> {CORE_NAMES[recv]} still holds "
         f"{count} signal(s) at the end; last set by {_where(int(err.op))}.\n"
-        f"  Fix: every set must be consumed on every path: wait for it on {hazards.CORE_NAMES[recv]} (e.g. drain "
+        f"  Fix: every set must be consumed on every path: wait for it on {CORE_NAMES[recv]} (e.g. drain "
         "the last RELEASE / ACK after the loop), or skip the set where no one waits (seed 002, 'execution counts')."
     )
 
@@ -123,7 +121,7 @@ def cross_core_error(state, err, where: str) -> str | None:
     """The message of a cross-core SYNC_ERROR, or None for other kinds."""
     a, ev = int(err.a), int(err.b)
     if a == SYNC_CROSS_PENDING:
-        recv = hazards.CORE_NAMES[int(err.d)]
+        recv = CORE_NAMES[int(err.d)]
         cap = state.chip.cross_core_max_count
         model = "bit semantics: the second set is lost" if cap == 1 else f"a counter of at most {cap}"
         return (
@@ -155,7 +153,7 @@ def event_table(state) -> str:
         rows.append(
             (
                 str(ev),
-                hazards.CORE_NAMES[core],
+                CORE_NAMES[core],
                 str(int(xc.n_set[core, ev])),
                 str(int(xc.n_wait[core, ev])),
                 _pipe_names(xc.set_pipes[core, ev]),

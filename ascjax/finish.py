@@ -5,8 +5,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from .kinds import N_PIPES
-from .results import Verdict
+from .core import N_PIPES, Verdict
 from .state import ErrorRecord, State
 
 LEFTOVER_UNIT_FLAG = 0

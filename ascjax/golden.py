@@ -19,8 +19,8 @@ import numpy as np
 from . import dtypes
 from .case import Case, build_case, run_case, split_target
 from .compare import TOLERANCES
+from .core import Verdict
 from .formats.device_bytes import to_device_bytes
-from .results import Verdict
 
 MANIFEST = "manifest.json"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")

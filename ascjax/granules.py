@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import dtypes
-from .kinds import Buffer, Format
+from .core import Buffer, Format
 from .layout import fractal_unit, from_fractal
 from .memory import Tile
 

@@ -16,12 +16,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
 from . import indexed
-from .kinds import N_PIPES, Buffer, Pipe
-from .results import Verdict
+from .core import AIC, AIV0, AIV1, N_CORES, N_PIPES, Buffer, Pipe, Verdict, gpipe
 
-N_CORES = 3  # AIC, AIV0, AIV1
-CORE_NAMES = ("AIC", "AIV0", "AIV1")
-AIC, AIV0, AIV1 = 0, 1, 2
 N_GLOBAL_PIPES = N_CORES * N_PIPES
 
 RAW, WAR, WAW, SMALL_TILE = 0, 1, 2, 3
@@ -32,16 +28,6 @@ def clock_width(options) -> int:
     """Components of every vector clock the state carries: one per pipe of the block, none
     when not sanitizing (the happens-before edges are then never read, so they are not kept)."""
     return N_GLOBAL_PIPES if options.sanitize else 0
-
-
-def gpipe(core: int, pipe: Pipe) -> int:
-    """Index of (core, pipe) among all pipes of the block."""
-    return core * N_PIPES + int(pipe)
-
-
-def pipe_name(g: int) -> str:
-    core, pipe = divmod(int(g), N_PIPES)
-    return f"{CORE_NAMES[core]}.{Pipe(pipe)}"
 
 
 #: Which pipes read each kind of buffer (their last-read times are kept per granule).

@@ -30,9 +30,9 @@ import numpy as np
 
 from . import dtypes
 from .chip import Chip, get_chip
+from .core import EXCEPTIONS, Verdict
 from .options import Options
 from .report import Report, report
-from .results import EXCEPTIONS, Verdict
 from .run import execute_block, initial_gm, output_spec, raise_if_failed
 from .state import GM_PLAIN, State
 from .timing import Costs, default_costs

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .kinds import Format
+from .core import Format
 
 FRACTAL_ROWS = 16
 

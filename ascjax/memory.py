@@ -12,7 +12,7 @@ import numpy as np
 
 from . import dtypes
 from .chip import Chip
-from .kinds import Buffer, Format
+from .core import Buffer, Format
 from .layout import padded_shape, physical_shape
 
 # formats each buffer may hold, the first is the default (L0A: the chip's A format, see below)

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import types
 
+from .core import Buffer, Pipe
 from .cross_core import SyncMode
-from .kinds import Buffer, Pipe
 from .ops.pypto import AtomicType, atomic_add
 from .ops.ub_move import AccToVecMode
 from .ops.unit_flag import AccPhase, STPhase

@@ -20,12 +20,10 @@ import jax.numpy as jnp
 
 from . import hazards, indexed, ops, sites
 from .chip import Chip
+from .core import N_CORES, Pipe, Verdict
 from .cross_core import SyncMode
-from .hazards import N_CORES
-from .kinds import Pipe
 from .memory import Allocator, Tile
 from .ops._machine import fail
-from .results import Verdict
 from .sections import Plan, run_concurrent
 from .state import MAX_LOOP_DEPTH, State, WaitKind
 from .tile_group import TileGroup, TileSlot

@@ -8,12 +8,11 @@ import jax
 import numpy as np
 
 from . import hazards, sites
+from .core import BOUNDS_WHAT, CORE_NAMES, MESSAGES, SYNC_SET_TWICE, Buffer, Pipe, Verdict, pipe_name
 from .events import cross_core_error, cross_core_leftover, cross_core_wait_lines, event_table, wait_chain
 from .finish import LEFTOVER_CROSS_CORE, LEFTOVER_UNIT_FLAG
 from .granules import CHIP_GRANULE_BYTES
-from .kinds import Buffer, Pipe
 from .ops.unit_flag import mode_name
-from .results import BOUNDS_WHAT, MESSAGES, SYNC_SET_TWICE, Verdict
 from .state import WARN_DIRECTION, WARN_SET_PIPE, WARN_WAIT_PIPE, State, WaitKind
 from .trace import summary, summary_text
 
@@ -123,7 +122,7 @@ def _deadlock(state: State) -> tuple[str, str | None, str | None]:
     for p in stuck:
         op = int(w.op[p])
         core = int(p) // len(Pipe)
-        lines.append(f"  {hazards.pipe_name(p)} is stuck at {_where(op)}{_loop_text(op, w.loop[p])}")
+        lines.append(f"  {pipe_name(p)} is stuck at {_where(op)}{_loop_text(op, w.loop[p])}")
         kind = int(w.kind[p])
         if kind == WaitKind.UNIT_FLAG:
             lines += _unit_flag_wait(state, w, p)
@@ -135,7 +134,7 @@ def _deadlock(state: State) -> tuple[str, str | None, str | None]:
             g_src = hazards.gpipe(core, src)
             if int(w.op[g_src]) >= 0 and g_src != int(p):
                 lines.append(
-                    f"  pipe {hazards.pipe_name(g_src)} is itself stuck (see its entry), so the notify never comes: "
+                    f"  pipe {pipe_name(g_src)} is itself stuck (see its entry), so the notify never comes: "
                     "fix that one first."
                 )
                 continue
@@ -150,7 +149,7 @@ def _deadlock(state: State) -> tuple[str, str | None, str | None]:
             )
         else:
             lines.append(
-                f"  the PIPE_ALL barrier waits for pipe {hazards.CORE_NAMES[core]}.{Pipe(int(w.value[p]))}, "
+                f"  the PIPE_ALL barrier waits for pipe {CORE_NAMES[core]}.{Pipe(int(w.value[p]))}, "
                 "which never finishes."
             )
         hint = int(w.hint_op[p])
@@ -183,7 +182,7 @@ def _leftover(state: State, err) -> str:
     core, pair = divmod(int(err.b), len(Pipe) ** 2)
     src, dst = divmod(pair, len(Pipe))
     return (
-        f"LEFTOVER flag {Pipe(src)}->{Pipe(dst)} event {int(err.c)} on {hazards.CORE_NAMES[core]}: set by {_where(int(err.op))} and never waited "
+        f"LEFTOVER flag {Pipe(src)}->{Pipe(dst)} event {int(err.c)} on {CORE_NAMES[core]}: set by {_where(int(err.op))} and never waited "
         "for (msSanitizer synccheck reports it as an unpaired set_flag; it changes the state later kernels see).\n"
         f"  Fix: add sync_wait({Pipe(src)}, {Pipe(dst)}, {int(err.c)}) or remove the notify."
     )
@@ -240,7 +239,7 @@ def _race(state: State, err) -> str:
     me, other = sites.site(int(err.op)), sites.site(int(err.b))
     key = state.buffer_codes[int(err.c)]
     place = _granule_place(state, key, int(err.d), int(err.e))
-    me_pipe = hazards.pipe_name(hazards.gpipe(int(err.core), Pipe(int(err.pipe))))
+    me_pipe = pipe_name(hazards.gpipe(int(err.core), Pipe(int(err.pipe))))
     other_text = f"{other.op:10s} at {other.location}  pipe {other.core}.{other.pipe}" if other else "an earlier op"
     me_text = f"{me.op:10s} at {me.location}  pipe {me_pipe}{_loop_text(int(err.op), err.loop)}"
     first_label, second_label = {

@@ -9,11 +9,11 @@ import numpy as np
 
 from . import dtypes
 from .chip import Chip, get_chip
+from .core import EXCEPTIONS, MESSAGES, Verdict
 from .finish import finish
 from .options import Options
 from .program import _CURRENT, Program
 from .report import Report, report
-from .results import EXCEPTIONS, MESSAGES, Verdict
 from .state import State
 from .timing import Costs, default_costs
 

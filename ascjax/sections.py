@@ -35,8 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import indexed
-from .hazards import N_CORES
-from .kinds import N_PIPES
+from .core import N_CORES, N_PIPES
 from .state import WaitKind
 
 #: Scheduler steps per chunk: the scan runs the static worst-case number of steps, most of them

@@ -15,7 +15,7 @@ import os
 import sys
 import zlib
 
-from .kinds import Pipe
+from .core import Pipe
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 

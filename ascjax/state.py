@@ -16,10 +16,10 @@ from jaxtyping import Array, Bool, Int
 
 from . import indexed
 from .chip import Chip
+from .core import AIC, AIC_FLAG_PAIRS, AIV0, AIV1, AIV_FLAG_PAIRS, N_CORES, N_PIPES, Buffer, Pipe
 from .cross_core import CrossCore
 from .granules import buffer_granules, gm_grid
-from .hazards import AIC, AIV0, AIV1, N_CORES, N_GLOBAL_PIPES, READERS, Shadow, clock_width, shadow_key
-from .kinds import AIC_FLAG_PAIRS, AIV_FLAG_PAIRS, N_PIPES, Buffer, Pipe
+from .hazards import N_GLOBAL_PIPES, READERS, Shadow, clock_width, shadow_key
 from .options import Options
 from .timing import Costs, Timeline, default_costs
 

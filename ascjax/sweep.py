@@ -23,8 +23,8 @@ import numpy as np
 from . import sites
 from .case import Case, max_abs_err
 from .chip import get_chip
+from .core import Verdict
 from .options import Options
-from .results import Verdict
 from .run import run
 from .timing import default_costs
 

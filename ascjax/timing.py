@@ -15,7 +15,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from . import indexed
-from .hazards import N_CORES, N_GLOBAL_PIPES
+from .core import N_CORES
+from .hazards import N_GLOBAL_PIPES
 
 # why an op waited (events carry it)
 REASON_NONE, REASON_FLAG, REASON_UNIT_FLAG, REASON_BARRIER, REASON_AUTO_SYNC, REASON_CROSS_CORE = 0, 1, 2, 3, 4, 5

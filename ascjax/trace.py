@@ -8,8 +8,8 @@ import jax
 import numpy as np
 
 from . import sites
-from .hazards import CORE_NAMES, N_GLOBAL_PIPES, pipe_name
-from .kinds import N_PIPES, Pipe
+from .core import CORE_NAMES, N_PIPES, Pipe, pipe_name
+from .hazards import N_GLOBAL_PIPES
 from .timing import REASONS
 
 _BOUND = {

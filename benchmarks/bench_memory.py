@@ -15,7 +15,7 @@ import jax
 from _timing import claim, main
 
 import ascjax as aj
-from ascjax.kinds import Buffer
+from ascjax.core import Buffer
 
 COLS = 256  # tile width in elements; rows fill the buffer
 

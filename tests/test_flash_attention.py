@@ -16,7 +16,7 @@ import pytest
 from conftest import KERNELS
 
 import ascjax as aj
-from ascjax.kinds import N_PIPES
+from ascjax.core import N_PIPES
 
 SEQ_Q, SEQ_KV, D, HEADS = 64, 150, 64, 2  # 150 keys: three KV tiles of 64, the last with 42 padded keys
 

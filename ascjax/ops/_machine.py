@@ -7,11 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import granules, hazards, indexed, timing
-from ..kinds import Buffer, Pipe
-from ..results import Verdict
+from ..core import AIC, AIV0, Buffer, Pipe, Verdict
 from ..state import WARN_WAIT_PIPE, State
-
-AIC = hazards.AIC
 
 
 def core_of(sub: int | None) -> int:
@@ -20,7 +17,7 @@ def core_of(sub: int | None) -> int:
         return AIC
     if sub not in (0, 1):
         raise ValueError(f"sub-block index must be 0 or 1 (an AI Core has two AIVs), got {sub!r}")
-    return hazards.AIV0 + sub
+    return AIV0 + sub
 
 
 def core_running(state: State, core: int) -> jnp.ndarray:

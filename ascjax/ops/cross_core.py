@@ -14,10 +14,19 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import hazards, indexed, sites, timing
+from ..core import (
+    AIC,
+    AIC_PIPES,
+    AIV_PIPES,
+    CORE_NAMES,
+    N_PIPES,
+    SYNC_CROSS_MODE,
+    SYNC_CROSS_PENDING,
+    SYNC_EVENT_RANGE,
+    Pipe,
+    Verdict,
+)
 from ..cross_core import SyncMode, routes, wait_cells
-from ..hazards import AIC, CORE_NAMES
-from ..kinds import AIC_PIPES, AIV_PIPES, N_PIPES, Pipe
-from ..results import SYNC_CROSS_MODE, SYNC_CROSS_PENDING, SYNC_EVENT_RANGE, Verdict
 from ..state import WARN_SET_PIPE, State, WaitKind
 from ._machine import block, clock_op, core_of, fail, hint_release, issue, static_int, warn
 from .move import _need

@@ -12,13 +12,11 @@ import numpy as np
 
 from .. import dtypes, granules, hazards, sites, timing
 from ..chip import CHIPS
+from ..core import AIC, Buffer, Format, Pipe, Verdict
 from ..formats import mx as mx_format
 from ..formats import values
-from ..hazards import AIC
-from ..kinds import Buffer, Format, Pipe
 from ..layout import from_fractal, to_fractal
 from ..memory import Tile
-from ..results import Verdict
 from ..state import State
 from . import unit_flag
 from ._machine import check_bounds, clock_op, fail, issue, static_int, touch_tile

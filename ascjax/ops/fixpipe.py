@@ -9,11 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import hazards, sites, timing
+from ..core import AIC, Buffer, Format, Pipe, Verdict
 from ..formats import quant
-from ..hazards import AIC
-from ..kinds import Buffer, Format, Pipe
 from ..layout import from_fractal, to_fractal
-from ..results import Verdict
 from ..state import WARN_DIRECTION, State, WaitKind
 from ._machine import clock_op, fail, hint_release, issue, poison, static_int, touch_gm, touch_tile, warn
 from .move import _expect, _need

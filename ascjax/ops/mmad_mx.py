@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import sites
+from ..core import Buffer, Format, Pipe
 from ..formats import mx
-from ..kinds import Buffer, Format, Pipe
 from ..layout import fractal_unit, from_fractal, to_fractal
 from ..memory import MX_SCALE_DTYPE, Tile
 from ..state import State

@@ -6,10 +6,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import sites
-from ..kinds import Buffer, Format, Pipe
+from ..core import Buffer, Format, Pipe, Verdict
 from ..layout import from_fractal, pad_to, to_fractal
 from ..memory import Tile
-from ..results import Verdict
 from ..state import State
 from ._machine import clock_op, fail, issue, poison, static_int, touch_gm, touch_tile
 

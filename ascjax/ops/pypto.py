@@ -16,8 +16,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import hazards, timing
-from ..hazards import AIC
-from ..kinds import Buffer, Pipe
+from ..core import AIC, Buffer, Pipe
 from ..memory import Tile
 from ..state import State
 from ._machine import core_running

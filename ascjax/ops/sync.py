@@ -11,9 +11,17 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import hazards, indexed, sites, timing
-from ..hazards import AIC, CORE_NAMES
-from ..kinds import AIC_FLAG_PAIRS, AIV_FLAG_PAIRS, N_PIPES, Pipe
-from ..results import SYNC_EVENT_RANGE, SYNC_SET_TWICE, Verdict
+from ..core import (
+    AIC,
+    AIC_FLAG_PAIRS,
+    AIV_FLAG_PAIRS,
+    CORE_NAMES,
+    N_PIPES,
+    SYNC_EVENT_RANGE,
+    SYNC_SET_TWICE,
+    Pipe,
+    Verdict,
+)
 from ..state import State, WaitKind, flag_slot
 from ._machine import block, clock_op, core_of, fail, hint_release, issue, static_int
 from .move import _need

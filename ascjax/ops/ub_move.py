@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import sites, timing
-from ..kinds import Buffer, Format, Pipe
+from ..core import Buffer, Format, Pipe
 from ..layout import from_fractal, pad_to, to_fractal
 from ..memory import Tile
 from ..state import WARN_DIRECTION, State

@@ -14,8 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import hazards
-from ..hazards import AIC
-from ..kinds import Pipe
+from ..core import AIC, Pipe
 from ..memory import Tile
 from ..state import State, WaitKind
 from ._machine import block, hint_release

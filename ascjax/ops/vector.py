@@ -15,7 +15,7 @@ import enum
 import jax.numpy as jnp
 
 from .. import dtypes, sites
-from ..kinds import Buffer, Pipe
+from ..core import Buffer, Pipe
 from ..memory import Tile
 from ..state import State
 from ..straight_through import straight_through

@@ -118,3 +118,25 @@ AIV_FLAG_PAIRS = frozenset(
 #: Pipes of each kind of core.
 AIC_PIPES = (Pipe.S, Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.MTE3, Pipe.FIX)
 AIV_PIPES = (Pipe.S, Pipe.V, Pipe.MTE2, Pipe.MTE3)
+
+
+class SyncMode(enum.IntEnum):
+    """PyPTO-Pro ``sync_mode`` values (``python/src/bindings/ir/ir.cpp``); INTRA_BLOCK is the default."""
+
+    INTER_BLOCK = 0
+    INTER_SUBBLOCK = 1
+    INTRA_BLOCK = 2
+    UNICAST_BLOCK = 3
+
+    @classmethod
+    def parse(cls, mode) -> SyncMode:
+        if isinstance(mode, cls):
+            return mode
+        if isinstance(mode, str):
+            try:
+                return cls[mode.upper()]
+            except KeyError:
+                pass
+        elif isinstance(mode, int) and mode in tuple(cls):
+            return cls(mode)
+        raise ValueError(f"unknown sync_mode {mode!r}: expected one of {[m.name for m in cls]}")

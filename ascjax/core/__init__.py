@@ -1,0 +1,46 @@
+"""The leaf layer: the vocabulary (buffers, formats, pipes), the block's topology, verdicts and findings.
+
+Nothing here imports from the rest of ascjax.
+"""
+
+from ._findings import HAZARD_NAMES as HAZARD_NAMES
+from ._findings import RAW as RAW
+from ._findings import SMALL_TILE as SMALL_TILE
+from ._findings import VERDICT_OF as VERDICT_OF
+from ._findings import WAR as WAR
+from ._findings import WAW as WAW
+from ._findings import Finding as Finding
+from ._kinds import AIC_FLAG_PAIRS as AIC_FLAG_PAIRS
+from ._kinds import AIC_PIPES as AIC_PIPES
+from ._kinds import AIV_FLAG_PAIRS as AIV_FLAG_PAIRS
+from ._kinds import AIV_PIPES as AIV_PIPES
+from ._kinds import N_PIPES as N_PIPES
+from ._kinds import Buffer as Buffer
+from ._kinds import Format as Format
+from ._kinds import Pipe as Pipe
+from ._kinds import SyncMode as SyncMode
+from ._topology import AIC as AIC
+from ._topology import AIV0 as AIV0
+from ._topology import AIV1 as AIV1
+from ._topology import CORE_NAMES as CORE_NAMES
+from ._topology import N_CORES as N_CORES
+from ._topology import N_QUEUES as N_QUEUES
+from ._topology import core_pipes as core_pipes
+from ._topology import gpipe as gpipe
+from ._topology import pipe_name as pipe_name
+from ._verdicts import BOUNDS_WHAT as BOUNDS_WHAT
+from ._verdicts import EXCEPTIONS as EXCEPTIONS
+from ._verdicts import MESSAGES as MESSAGES
+from ._verdicts import SYNC_CROSS_MODE as SYNC_CROSS_MODE
+from ._verdicts import SYNC_CROSS_PENDING as SYNC_CROSS_PENDING
+from ._verdicts import SYNC_EVENT_RANGE as SYNC_EVENT_RANGE
+from ._verdicts import SYNC_SET_TWICE as SYNC_SET_TWICE
+from ._verdicts import AscjaxError as AscjaxError
+from ._verdicts import BoundsError as BoundsError
+from ._verdicts import DeadlockError as DeadlockError
+from ._verdicts import LayoutError as LayoutError
+from ._verdicts import LeftoverSignalError as LeftoverSignalError
+from ._verdicts import RaceError as RaceError
+from ._verdicts import SyncError as SyncError
+from ._verdicts import UninitializedError as UninitializedError
+from ._verdicts import Verdict as Verdict

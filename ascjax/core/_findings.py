@@ -1,0 +1,47 @@
+"""What the control plane can find, most severe first [semantics §8 "Findings"].
+
+A run reports every finding (each once per distinct site); its verdict is the most severe
+one present. The order of ``Finding`` *is* that ranking: a smaller value is more severe.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from ._verdicts import Verdict
+
+
+class Finding(enum.IntEnum):
+    """One kind of finding; members are ranked by severity (``DEADLOCK`` first)."""
+
+    DEADLOCK = 0  # unfinished instructions and no queue head can execute
+    RACE = 1  # conflicting accesses not ordered by happens-before (or the small-tile rule)
+    LEFTOVER = 2  # a flag bit, cross-core counter or unit flag still set at the end
+    OVERFLOW = 3  # counter chip: the 16th pending signal on one cross-core counter
+    DOUBLE_SET = 4  # set_flag on an intra-core bit that is already 1: the second signal is lost
+    MERGED_SIGNAL = 5  # bit chip: a cross-core set on a counter already at 1: the signal is lost
+    UNINITIALIZED = 6  # a read of bytes no input covers and no happens-before write wrote
+    SYNC_ERROR = 7  # a set and its wait disagree on the cross-core sync mode; an event id out of range
+    BOUNDS = 8  # a dynamic index (slot, size) outside its static range
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+#: Race hazard labels, in program order within a core and in as-soon-as-possible order across cores.
+RAW, WAR, WAW, SMALL_TILE = 0, 1, 2, 3
+HAZARD_NAMES = ("RAW", "WAR", "WAW", "RAW (small-tile rule)")
+
+#: The run verdict each finding gives (the signal-misuse findings are sync errors).
+VERDICT_OF = {
+    Finding.DEADLOCK: Verdict.DEADLOCK,
+    Finding.RACE: Verdict.RACE,
+    Finding.LEFTOVER: Verdict.LEFTOVER,
+    Finding.OVERFLOW: Verdict.SYNC_ERROR,
+    Finding.DOUBLE_SET: Verdict.SYNC_ERROR,
+    Finding.MERGED_SIGNAL: Verdict.SYNC_ERROR,
+    Finding.UNINITIALIZED: Verdict.UNINITIALIZED,
+    Finding.SYNC_ERROR: Verdict.SYNC_ERROR,
+    Finding.BOUNDS: Verdict.BOUNDS,
+}

@@ -1,0 +1,620 @@
+"""The instruction record: what a traced kernel executed, as a static template plus dynamic operands.
+
+A front end (``Program``, ``ascjax.pl``) tells a ``RecordBuilder`` each instruction it issues:
+its core and pipe, the byte ranges it reads and writes, its sync effect and its cost. The
+builder keeps the template (everything static: kinds, queues, candidate ranges, sites) in
+NumPy and the operands (everything a scenario may change: slot choices, event ids, unit-flag
+modes, trip counts, cycles) as JAX arrays. A loop body is recorded once: inside
+``builder.loop(trip_max)`` the loop index is an array over all iterations, so each operand
+comes out stacked per iteration. ``build()`` lays the template out as one stream per core,
+in program order, and numbers the static resources the control plane keeps state for.
+
+Byte ranges are exact: every range of a buffer (all candidates of a dynamic choice too) cuts
+the buffer into *atoms*, the pieces no two ranges split differently; an access is then a run
+of atoms [semantics §8 "Granularity"].
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from ..core import AIC, AIV0, AIV1, CORE_NAMES, N_CORES, Pipe, SyncMode, core_pipes, gpipe
+
+#: Sender index of the INTER_SUBBLOCK barrier's counters (receiver AIVk, sender SUB).
+SUB = N_CORES
+#: Bytes per L0C unit-flag block [semantics §3].
+UNIT_FLAG_BLOCK_BYTES = 512
+
+
+class Sync(enum.IntEnum):
+    """The sync effect of an instruction (what the control plane does beyond its accesses)."""
+
+    NONE = 0  # accesses only (and a unit flag, if its mode enables one)
+    SET_FLAG = 1  # intra-core SetFlag: the (src, dst, id) bit := 1 at completion
+    WAIT_FLAG = 2  # intra-core WaitFlag on dst: blocks while the bit is 0, then clears it
+    BARRIER_ALL = 3  # PIPE_ALL: a fence that starts once every earlier instruction of its core is done
+    PIPE_BARRIER = 4  # PipeBarrier<PIPE_X>: its pipe is in order anyway; on M it closes the small-tile chain
+    CROSS_SET = 5  # set_cross_core: +1 on the counters its mode routes to
+    CROSS_WAIT = 6  # wait_cross_core: blocks while a needed counter is 0, then takes one signal from each
+    UF_RESET = 7  # set_l0c_copy_config(enable_unit_flag=True): every unit flag := 0
+
+
+class UnitFlagRole(enum.IntEnum):
+    """How an instruction takes part in the L0C unit-flag handshake [semantics §3]."""
+
+    NONE = 0
+    WRITER = 1  # mmad: waits for flag 0; mode 3 sets 1
+    READER = 2  # fixpipe / move out of L0C: waits for flag 1; mode 3 sets 0
+
+
+#: Unit-flag modes (``UnitFlagMode``): 0 off, 2 keep, 3 update.
+UF_OFF, UF_KEEP, UF_UPDATE = 0, 2, 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Space:
+    """One named byte space the record accesses (a GM tensor, an on-chip buffer of one core)."""
+
+    name: str
+    size_bytes: int
+    initialised: bool  # its bytes hold data before the kernel (a GM input)
+
+
+@dataclasses.dataclass
+class _Access:
+    space: int
+    ranges: tuple[tuple[int, int], ...]  # candidate byte ranges [lo, hi)
+    choice: object  # which candidate (an int, or an array broadcast to the loop shape)
+    write: bool
+    when: object = True  # the access happens (a bool, or an array: an mmad's accumulate read)
+
+
+@dataclasses.dataclass
+class _Entry:
+    """One instruction of the template (a loop body's entry stands for every iteration)."""
+
+    core: int
+    pipe: Pipe
+    sync: Sync
+    name: str
+    site: str
+    loops: tuple[int, ...]  # ids of the enclosing loops, outermost first
+    accesses: list[_Access]
+    operands: dict  # name -> int or array broadcast to the loop shape
+    channels: tuple = ()  # cross-core counters (receiver, sender) a set increments / a wait needs
+    flag_triple: tuple | None = None  # (core, src, dst) of a SetFlag / WaitFlag
+    uf_role: UnitFlagRole = UnitFlagRole.NONE
+    uf_ranges: tuple[tuple[int, int], ...] = ()  # candidate L0C block ranges
+
+
+@dataclasses.dataclass
+class _Loop:
+    trip_max: int
+    items: list
+
+
+class RecordBuilder:
+    """Collects a kernel's instructions; ``build()`` turns them into a ``Record``.
+
+    **Arguments:** ``n_flag_ids``: intra-core event ids per (src, dst) pair (a chip property:
+    8 on A2/A3/950 [semantics §7]); ``n_cross_ids``: cross-core event ids (16 [semantics §5]).
+    """
+
+    def __init__(self, *, n_flag_ids: int = 8, n_cross_ids: int = 16):
+        self.n_flag_ids = n_flag_ids
+        self.n_cross_ids = n_cross_ids
+        self.spaces: list[Space] = []
+        self._root: list = []
+        self._items = self._root
+        self._loops: list[tuple[int, int, object]] = []  # (loop id, trip_max, enable array) of open loops
+        self._n_loops = 0
+        self.core = AIC
+
+    # --- structure ------------------------------------------------------------------------
+
+    def space(self, name: str, size_bytes: int, *, initialised: bool = False) -> int:
+        """Declare a byte space and return its index."""
+        if any(s.name == name for s in self.spaces):
+            raise ValueError(f"space {name!r} is declared twice")
+        self.spaces.append(Space(name, int(size_bytes), initialised))
+        return len(self.spaces) - 1
+
+    @contextlib.contextmanager
+    def on(self, core: int):
+        """Record the instructions of the block on ``core`` (AIC, AIV0, AIV1)."""
+        if core not in (AIC, AIV0, AIV1):
+            raise ValueError(f"core must be AIC (0), AIV0 (1) or AIV1 (2), got {core!r}")
+        outer, self.core = self.core, core
+        try:
+            yield
+        finally:
+            self.core = outer
+
+    @property
+    def loop_shape(self) -> tuple[int, ...]:
+        return tuple(trip for _, trip, _ in self._loops)
+
+    @contextlib.contextmanager
+    def loop(self, trip_max: int, trip=None):
+        """A loop recorded once: yields the iteration index as an array over all iterations.
+
+        ``trip`` (an int or a traced scalar, at most ``trip_max``) is how many iterations run;
+        the others are disabled in the control plane.
+        """
+        trip_max = int(trip_max)
+        if trip_max < 0:
+            raise ValueError(f"a loop runs a non-negative number of times, got trip_max={trip_max}")
+        depth = len(self._loops)
+        shape = (1,) * depth + (trip_max,)
+        index = jnp.arange(trip_max, dtype=jnp.int32).reshape(shape)
+        enable = index < (trip_max if trip is None else jnp.asarray(trip, jnp.int32))
+        if self._loops:
+            enable = enable & self._loops[-1][2][..., None]
+        node = _Loop(trip_max, [])
+        self._items.append(node)
+        outer = self._items
+        self._items = node.items
+        self._loops.append((self._n_loops, trip_max, enable))
+        self._n_loops += 1
+        try:
+            yield index
+        finally:
+            self._loops.pop()
+            self._items = outer
+
+    # --- instructions ---------------------------------------------------------------------
+
+    def instruction(
+        self,
+        name: str,
+        pipe: Pipe,
+        *,
+        site: str = "",
+        reads=(),
+        writes=(),
+        sync: Sync = Sync.NONE,
+        cycles=1,
+        enable=True,
+        uf_role: UnitFlagRole = UnitFlagRole.NONE,
+        uf_mode=UF_OFF,
+        uf_blocks=(),
+        uf_choice=0,
+        small_tile=False,
+        accumulate=False,
+        event_id=0,
+        mode: SyncMode | None = None,
+        flag_triple=None,
+        channels=(),
+    ) -> None:
+        """Record one instruction on the current core.
+
+        ``reads`` / ``writes``: ``(space, (lo, hi))``, or ``(space, [(lo, hi), ...], choice)`` with a
+        dynamic choice among candidate byte ranges, or ``(space, ranges, choice, when)`` for an
+        access that happens only where ``when`` holds. ``uf_blocks``: candidate L0C block ranges of a unit-flag instruction.
+        ``small_tile``: an mmad over fewer than 10 fp32 fractals; ``accumulate``: it adds to L0C.
+        """
+        pipe = Pipe.parse(pipe)
+        if pipe not in core_pipes(self.core):
+            raise ValueError(f"{name} runs on pipe {pipe}, which {CORE_NAMES[self.core]} does not have")
+        accesses = [self._access(name, spec, False) for spec in reads] + [
+            self._access(name, spec, True) for spec in writes
+        ]
+        loops = tuple(lid for lid, _, _ in self._loops)
+        operands = {
+            "enable": self._enable() & jnp.asarray(enable, bool),
+            "cycles": jnp.asarray(cycles, jnp.int32),
+            "uf_mode": jnp.asarray(uf_mode, jnp.int32),
+            "uf_choice": jnp.asarray(uf_choice, jnp.int32),
+            "small_tile": jnp.asarray(small_tile, bool),
+            "accumulate": jnp.asarray(accumulate, bool),
+            "event_id": jnp.asarray(event_id, jnp.int32),
+            "mode": jnp.asarray(-1 if mode is None else int(mode), jnp.int32),
+        }
+        uf_ranges = tuple((int(lo), int(hi)) for lo, hi in uf_blocks)
+        if uf_role is not UnitFlagRole.NONE and not uf_ranges:
+            raise ValueError(f"{name} takes part in the unit-flag handshake but names no L0C blocks")
+        self._items.append(
+            _Entry(
+                self.core, pipe, Sync(sync), name, site, loops, accesses, operands,
+                channels=tuple(channels), flag_triple=flag_triple, uf_role=UnitFlagRole(uf_role), uf_ranges=uf_ranges,
+            )
+        )  # fmt: skip
+
+    def _enable(self):
+        return self._loops[-1][2] if self._loops else jnp.asarray(True)
+
+    def _access(self, name, spec, write) -> _Access:
+        when = True
+        if len(spec) == 2:
+            space, rng = spec
+            ranges, choice = (tuple(rng),), 0
+        elif len(spec) == 3:
+            space, ranges, choice = spec
+        else:
+            space, ranges, choice, when = spec
+        ranges = tuple((int(lo), int(hi)) for lo, hi in ranges)
+        size = self.spaces[space].size_bytes
+        for lo, hi in ranges:
+            if not 0 <= lo < hi <= size:
+                raise ValueError(
+                    f"{name} accesses bytes [{lo}, {hi}) of {self.spaces[space].name}, which holds {size} bytes"
+                )
+        return _Access(space, ranges, choice, write, when)
+
+    def set_flag(self, src, dst, event_id=0, *, site=""):
+        """Intra-core SetFlag<src_dst>(event_id): executes on ``src``."""
+        self._flag(Sync.SET_FLAG, Pipe.parse(src), Pipe.parse(src), Pipe.parse(dst), event_id, site)
+
+    def wait_flag(self, src, dst, event_id=0, *, site=""):
+        """Intra-core WaitFlag<src_dst>(event_id): executes on ``dst``."""
+        self._flag(Sync.WAIT_FLAG, Pipe.parse(dst), Pipe.parse(src), Pipe.parse(dst), event_id, site)
+
+    def _flag(self, sync, pipe, src, dst, event_id, site):
+        self._check_id(event_id, self.n_flag_ids, "set/wait flag")
+        name = "set_flag" if sync is Sync.SET_FLAG else "wait_flag"
+        self.instruction(name, pipe, site=site, sync=sync, event_id=event_id, flag_triple=(self.core, src, dst))
+
+    def barrier(self, pipe="ALL", *, site=""):
+        """``PipeBarrier<pipe>``; ``"ALL"`` is the PIPE_ALL fence (it runs on the issuer, S)."""
+        if str(pipe).upper().removeprefix("PIPE_") == "ALL":
+            self.instruction("barrier_all", Pipe.S, site=site, sync=Sync.BARRIER_ALL)
+        else:
+            self.instruction("pipe_barrier", pipe, site=site, sync=Sync.PIPE_BARRIER)
+
+    def unit_flag_reset(self, *, site=""):
+        """``set_l0c_copy_config(enable_unit_flag=True)``: every unit flag := 0, on S."""
+        self.instruction("unit_flag_reset", Pipe.S, site=site, sync=Sync.UF_RESET)
+
+    def cross_set(self, pipe, event_id, mode=SyncMode.INTRA_BLOCK, *, subblock=0, point_to_point=False, site=""):
+        """``set_cross_core(pipe, event_id, mode)`` on the current core."""
+        self._cross(Sync.CROSS_SET, pipe, event_id, mode, subblock, point_to_point, site)
+
+    def cross_wait(self, pipe, event_id, mode=SyncMode.INTRA_BLOCK, *, subblock=0, point_to_point=False, site=""):
+        """``wait_cross_core(pipe, event_id, mode)`` on the current core."""
+        self._cross(Sync.CROSS_WAIT, pipe, event_id, mode, subblock, point_to_point, site)
+
+    def _cross(self, sync, pipe, event_id, mode, subblock, point_to_point, site):
+        mode = SyncMode.parse(mode)
+        self._check_id(event_id, self.n_cross_ids, "cross-core")
+        routes = _set_channels if sync is Sync.CROSS_SET else _wait_channels
+        name = "set_cross_core" if sync is Sync.CROSS_SET else "wait_cross_core"
+        channels = routes(mode, self.core, subblock, point_to_point)
+        self.instruction(name, pipe, site=site, sync=sync, event_id=event_id, mode=mode, channels=channels)
+
+    @staticmethod
+    def _check_id(event_id, limit, what):
+        if isinstance(event_id, (int, np.integer)) and not 0 <= int(event_id) < limit:
+            raise ValueError(f"{what} event_id must lie in [0, {limit}), got {int(event_id)}")
+        if isinstance(event_id, float):
+            raise TypeError(f"{what} event_id must be an integer, got {event_id!r}")
+
+    def build(self) -> Record:
+        return _build(self)
+
+
+def _set_channels(mode, core, subblock, point_to_point):
+    if mode is SyncMode.INTRA_BLOCK:
+        return ((AIV0, AIC), (AIV1, AIC)) if core == AIC else ((AIC, core),)
+    if mode is SyncMode.UNICAST_BLOCK:
+        return ((AIV0 + subblock, AIC),) if core == AIC else ((AIC, core),)
+    if mode is SyncMode.INTER_SUBBLOCK:
+        if core == AIC:
+            raise ValueError("INTER_SUBBLOCK synchronises the two AIVs: the cube core cannot set it")
+        other = AIV0 + AIV1 - core
+        return ((other, core),) if point_to_point else ((AIV0, SUB), (AIV1, SUB))
+    raise ValueError(f"sync_mode {mode.name} is not modelled inside one block")
+
+
+def _wait_channels(mode, core, subblock, point_to_point):
+    if mode is SyncMode.INTRA_BLOCK:
+        return ((AIC, AIV0), (AIC, AIV1)) if core == AIC else ((core, AIC),)
+    if mode is SyncMode.UNICAST_BLOCK:
+        return ((AIC, AIV0 + subblock),) if core == AIC else ((core, AIC),)
+    if mode is SyncMode.INTER_SUBBLOCK:
+        if core == AIC:
+            raise ValueError("INTER_SUBBLOCK synchronises the two AIVs: the cube core cannot wait on it")
+        return ((core, AIV0 + AIV1 - core),) if point_to_point else ((core, SUB),)
+    raise ValueError(f"sync_mode {mode.name} is not modelled inside one block")
+
+
+# --- the built record -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Template:
+    """Everything static about a record (NumPy arrays over instances, plus resource tables)."""
+
+    entries: tuple  # the template entries (name, site, core, pipe, sync) by entry index
+    spaces: tuple[Space, ...]
+    entry: np.ndarray  # [N] template entry of each instance
+    iteration: np.ndarray  # [N, max loop depth] loop indices of each instance (-1 beyond its depth)
+    core: np.ndarray  # [N]
+    queue: np.ndarray  # [N] local queue index
+    pidx: np.ndarray  # [N] position in its core's program order
+    sync: np.ndarray  # [N] Sync
+    uf_role: np.ndarray  # [N]
+    flag_base: np.ndarray  # [N] first flag-bit index of its (core, src, dst) triple (-1: none)
+    channels: np.ndarray  # [N, 2] cross-core channel indices (-1: none)
+    acc_write: np.ndarray  # [N, R] bool
+    acc_valid: np.ndarray  # [N, R] bool
+    queues: np.ndarray  # [QL] global queue index of each local queue
+    qlist: np.ndarray  # [QL, L] instances of each queue in order (-1 padding)
+    qlen: np.ndarray  # [QL]
+    queue_core: np.ndarray  # [QL]
+    atom_space: np.ndarray  # [A] the space each atom belongs to
+    atom_bytes: np.ndarray  # [A, 2] byte range of each atom
+    atom_init: np.ndarray  # [A] bool: an input's bytes
+    uf_atom_blocks: np.ndarray  # [UA, 2] L0C block range of each unit-flag atom
+    flag_triples: tuple  # (core, src, dst) per flag triple; bits are triple * n_flag_ids + id
+    channel_keys: tuple  # (receiver, sender) per cross-core channel
+    channel_alt: np.ndarray  # [N, 4] other channels of a wait's receiver (a mode mismatch consumes from them)
+    n_flag_ids: int
+    n_cross_ids: int
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.entry.shape[0])
+
+    @property
+    def n_queues(self) -> int:
+        return int(self.queues.shape[0])
+
+    @property
+    def n_atoms(self) -> int:
+        return int(self.atom_space.shape[0])
+
+
+class Record(eqx.Module):
+    """A traced kernel: the static ``template`` and its dynamic ``operands`` (JAX arrays over instances).
+
+    ``operands`` may carry leading batch axes under ``vmap``; the control plane reads them as data.
+    """
+
+    template: Template = eqx.field(static=True)
+    operands: dict
+
+
+def _flatten(items, path, out):
+    """Instances in program order: (entry, loop indices) pairs."""
+    for item in items:
+        if isinstance(item, _Loop):
+            for i in range(item.trip_max):
+                _flatten(item.items, (*path, i), out)
+        else:
+            out.append((item, path))
+
+
+def _entries(items, out):
+    for item in items:
+        if isinstance(item, _Loop):
+            _entries(item.items, out)
+        else:
+            out.append(item)
+    return out
+
+
+def _atoms(spaces, entries):
+    """Cut every space at every range boundary any access may use."""
+    cuts = [{0, s.size_bytes} for s in spaces]
+    for e in entries:
+        for a in e.accesses:
+            for lo, hi in a.ranges:
+                cuts[a.space].update((lo, hi))
+    atom_space, atom_bytes, first = [], [], []
+    for sid, c in enumerate(cuts):
+        edges = sorted(c)
+        first.append((len(atom_space), edges))
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            atom_space.append(sid)
+            atom_bytes.append((lo, hi))
+    return np.asarray(atom_space, np.int32), np.asarray(atom_bytes, np.int64).reshape(-1, 2), first
+
+
+def _atom_run(first, space, lo, hi):
+    base, edges = first[space]
+    return base + edges.index(lo), base + edges.index(hi)
+
+
+def _stack(entries, flat, name, dtype):
+    """One operand over all instances: each entry's array, broadcast to its loop shape, gathered."""
+    if not entries:
+        return jnp.zeros((0,), dtype)
+    parts = [
+        jnp.broadcast_to(jnp.asarray(e.operands[name], dtype), e.operands["enable"].shape).reshape(-1) for e in entries
+    ]
+    return jnp.take(jnp.concatenate(parts), _instance_index(entries, flat))
+
+
+def _build(b: RecordBuilder) -> Record:
+    entries = _entries(b._root, [])
+    flat: list = []
+    _flatten(b._root, (), flat)
+    n = len(flat)
+    entry_id = {id(e): i for i, e in enumerate(entries)}
+    atom_space, atom_bytes, first = _atoms(b.spaces, entries)
+    atom_init = np.asarray([b.spaces[s].initialised for s in atom_space], bool)
+
+    # unit-flag atoms: cut L0C blocks at every candidate range of every unit-flag instruction
+    uf_cuts = sorted({x for e in entries for r in e.uf_ranges for x in r})
+    uf_atom_blocks = np.asarray(list(zip(uf_cuts[:-1], uf_cuts[1:])), np.int32).reshape(-1, 2)
+
+    # queues, program order, fences
+    gq = np.asarray([gpipe(e.core, e.pipe) for e, _ in flat], np.int32)
+    queues = np.unique(gq) if n else np.zeros((1,), np.int32)
+    local = {int(q): i for i, q in enumerate(queues)}
+    queue = np.asarray([local[int(q)] for q in gq], np.int32)
+    core = np.asarray([e.core for e, _ in flat], np.int32)
+    pidx = np.zeros(n, np.int32)
+    for c in range(N_CORES):
+        idx = np.flatnonzero(core == c)
+        pidx[idx] = np.arange(idx.size)
+    qlen = np.bincount(queue, minlength=len(queues)).astype(np.int32)
+    qlist = np.full((len(queues), max(int(qlen.max(initial=0)), 1)), -1, np.int32)
+    for q in range(len(queues)):
+        members = np.flatnonzero(queue == q)
+        qlist[q, : members.size] = members
+
+    # flag triples and cross-core channels actually used
+    triples = sorted({e.flag_triple for e in entries if e.flag_triple is not None}, key=repr)
+    triple_index = {t: i for i, t in enumerate(triples)}
+    keys = sorted({ch for e in entries for ch in e.channels})
+    key_index = {k: i for i, k in enumerate(keys)}
+    flag_base = np.asarray(
+        [triple_index[e.flag_triple] * b.n_flag_ids if e.flag_triple is not None else -1 for e, _ in flat], np.int32
+    )
+    channels = np.full((n, 2), -1, np.int32)
+    channel_alt = np.full((n, 4), -1, np.int32)
+    for i, (e, _) in enumerate(flat):
+        for j, ch in enumerate(e.channels):
+            channels[i, j] = key_index[ch]
+        if e.sync is Sync.CROSS_WAIT:
+            alt = [key_index[k] for k in keys if k[0] == e.core and k not in e.channels]
+            channel_alt[i, : len(alt)] = alt
+
+    # accesses: atom runs per candidate, chosen by the dynamic choice
+    r_max = max((len(e.accesses) for e in entries), default=0)
+    acc_write = np.zeros((n, max(r_max, 1)), bool)
+    acc_valid = np.zeros((n, max(r_max, 1)), bool)
+    for i, (e, _) in enumerate(flat):
+        for j, a in enumerate(e.accesses):
+            acc_write[i, j], acc_valid[i, j] = a.write, True
+
+    operands = {
+        name: _stack(entries, flat, name, dtype)
+        for name, dtype in (
+            ("enable", bool), ("cycles", jnp.int32), ("uf_mode", jnp.int32), ("small_tile", bool),
+            ("accumulate", bool), ("event_id", jnp.int32), ("mode", jnp.int32),
+        )
+    }  # fmt: skip
+    operands.update(_access_operands(entries, flat, first, r_max))
+    operands.update(_uf_operands(entries, flat, uf_cuts))
+
+    depth = max((len(p) for _, p in flat), default=0)
+    iteration = np.full((n, max(depth, 1)), -1, np.int32)
+    for i, (_, p) in enumerate(flat):
+        iteration[i, : len(p)] = p
+    template = Template(
+        entries=tuple((e.name, e.site, e.core, e.pipe, e.sync) for e in entries),
+        spaces=tuple(b.spaces),
+        entry=np.asarray([entry_id[id(e)] for e, _ in flat], np.int32),
+        iteration=iteration,
+        core=core,
+        queue=queue,
+        pidx=pidx,
+        sync=np.asarray([int(e.sync) for e, _ in flat], np.int32),
+        uf_role=np.asarray([int(e.uf_role) for e, _ in flat], np.int32),
+        flag_base=flag_base,
+        channels=channels,
+        acc_write=acc_write,
+        acc_valid=acc_valid,
+        queues=queues.astype(np.int32),
+        qlist=qlist,
+        qlen=qlen,
+        queue_core=(queues // len(Pipe)).astype(np.int32),
+        atom_space=atom_space,
+        atom_bytes=atom_bytes,
+        atom_init=atom_init,
+        uf_atom_blocks=uf_atom_blocks,
+        flag_triples=tuple(triples),
+        channel_keys=tuple(keys),
+        channel_alt=channel_alt,
+        n_flag_ids=b.n_flag_ids,
+        n_cross_ids=b.n_cross_ids,
+    )
+    return Record(template, operands)
+
+
+def _pick(entries, flat, tables, choices):
+    """Gather ``tables[e][choice]`` per instance; ``tables[e]`` is an [n_candidates, 2] int table.
+
+    Returns the [N, 2] picked rows and an [N] bool: the choice was in range.
+    """
+    rows, offsets = [], {}
+    total = 0
+    for e in entries:
+        table = np.asarray(tables[id(e)], np.int32).reshape(-1, 2)
+        if table.shape[0] == 0:
+            table = np.full((1, 2), -1, np.int32)
+        offsets[id(e)] = (total, table.shape[0])
+        total += table.shape[0]
+        rows.append(table)
+    table = jnp.asarray(np.concatenate(rows)) if rows else jnp.zeros((1, 2), jnp.int32)
+    choice_parts, size_parts, base_parts = [], [], []
+    for e in entries:
+        shape = e.operands["enable"].shape
+        c = jnp.broadcast_to(jnp.asarray(choices[id(e)], jnp.int32), shape).reshape(-1)
+        choice_parts.append(c)
+        base, count = offsets[id(e)]
+        size_parts.append(np.full(c.shape[0], count, np.int32))
+        base_parts.append(np.full(c.shape[0], base, np.int32))
+    index = _instance_index(entries, flat)
+    choice = jnp.take(jnp.concatenate(choice_parts), index) if choice_parts else jnp.zeros((0,), jnp.int32)
+    count = np.concatenate(size_parts)[np.asarray(index)] if size_parts else np.zeros((0,), np.int32)
+    base = np.concatenate(base_parts)[np.asarray(index)] if base_parts else np.zeros((0,), np.int32)
+    ok = (choice >= 0) & (choice < count)
+    picked = jnp.take(table, jnp.asarray(base) + jnp.clip(choice, 0, jnp.asarray(count) - 1), axis=0)
+    return picked, ok
+
+
+def _instance_index(entries, flat):
+    offsets, shapes, total = {}, {}, 0
+    for e in entries:
+        shape = e.operands["enable"].shape
+        offsets[id(e)], shapes[id(e)] = total, shape
+        total += int(np.prod(shape, dtype=np.int64))
+    return jnp.asarray(
+        [offsets[id(e)] + (int(np.ravel_multi_index(path, shapes[id(e)])) if path else 0) for e, path in flat],
+        jnp.int32,
+    )
+
+
+def _access_operands(entries, flat, first, r_max):
+    """``acc_lo`` / ``acc_hi`` [N, R]: the atom run of each access; ``acc_ok``: its choice was in range;
+    ``acc_on``: it happens."""
+    n = len(flat)
+    if r_max == 0 or n == 0:
+        z = jnp.zeros((n, 1), jnp.int32)
+        return {"acc_lo": z, "acc_hi": z, "acc_ok": jnp.ones((n, 1), bool), "acc_on": jnp.ones((n, 1), bool)}
+    index = _instance_index(entries, flat)
+    los, his, oks, ons = [], [], [], []
+    for j in range(r_max):
+        tables = {
+            id(e): [_atom_run(first, e.accesses[j].space, lo, hi) for lo, hi in e.accesses[j].ranges]
+            if j < len(e.accesses)
+            else []
+            for e in entries
+        }
+        choices = {id(e): e.accesses[j].choice if j < len(e.accesses) else 0 for e in entries}
+        picked, ok = _pick(entries, flat, tables, choices)
+        los.append(picked[:, 0])
+        his.append(picked[:, 1])
+        has = np.asarray([j < len(e.accesses) for e, _ in flat])
+        oks.append(ok | ~jnp.asarray(has))
+        when = [
+            jnp.broadcast_to(
+                jnp.asarray(e.accesses[j].when if j < len(e.accesses) else True, bool), e.operands["enable"].shape
+            ).reshape(-1)
+            for e in entries
+        ]
+        ons.append(jnp.take(jnp.concatenate(when), index))
+    stack = lambda xs: jnp.stack(xs, 1)
+    return {"acc_lo": stack(los), "acc_hi": stack(his), "acc_ok": stack(oks), "acc_on": stack(ons)}
+
+
+def _uf_operands(entries, flat, uf_cuts):
+    """``uf_lo`` / ``uf_hi`` [N]: the unit-flag atom run; ``uf_ok``: its choice was in range."""
+    n = len(flat)
+    if n == 0 or not uf_cuts:
+        z = jnp.zeros((n,), jnp.int32)
+        return {"uf_lo": z, "uf_hi": z, "uf_ok": jnp.ones((n,), bool)}
+    tables = {id(e): [(uf_cuts.index(lo), uf_cuts.index(hi)) for lo, hi in e.uf_ranges] for e in entries}
+    choices = {id(e): e.operands["uf_choice"] for e in entries}
+    picked, ok = _pick(entries, flat, tables, choices)
+    has = np.asarray([bool(e.uf_ranges) for e, _ in flat])
+    return {"uf_lo": picked[:, 0], "uf_hi": picked[:, 1], "uf_ok": ok | ~jnp.asarray(has)}
