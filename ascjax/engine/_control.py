@@ -21,6 +21,7 @@ longer array, not a bigger program.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -161,10 +162,17 @@ class _Static(eqx.Module):
 def _pad(x, shape, fill):
     out = np.full(shape, fill, np.asarray(x).dtype)
     out[tuple(slice(0, d) for d in np.shape(x))] = x
-    return jnp.asarray(out)
+    return out
 
 
 def _static(t: Template, options: ControlOptions) -> _Static:
+    """The padded tables as JAX arrays (made here, at the call, so that no array outlives a trace)."""
+    return jax.tree.map(jnp.asarray, _tables(t, options))
+
+
+@functools.lru_cache(maxsize=64)  # one set of padded tables per record and options, not one per call
+def _tables(t: Template, options: ControlOptions) -> _Static:
+    """The template padded to its size bucket, with the options folded in (NumPy, on the host)."""
     n, q, a = _bucket(t.n_instances, 16), _bucket(t.n_queues, 4), _bucket(t.n_atoms, 8)
     r, length = _bucket(t.acc_write.shape[1], 2), _bucket(t.qlist.shape[1], 8)
     n_channels, n_uf = max(len(t.channel_keys), 1), _bucket(t.uf_atom_blocks.shape[0], 1)
@@ -186,7 +194,7 @@ def _static(t: Template, options: ControlOptions) -> _Static:
         channel_alt=_pad(t.channel_alt, (n, 4), -1), acc_write=_pad(t.acc_write, (n, r), False),
         acc_valid=_pad(t.acc_valid, (n, r), False), write_slot=_pad(np.argmax(t.acc_write & t.acc_valid, axis=1), n, 0),
         fence=_pad(fence, n, False), qlist=_pad(t.qlist, (q, length), -1), qlen=_pad(t.qlen, q, 0),
-        queue_core=_pad(t.queues // len(Pipe), q, 0), queue_pipe=_pad(t.queues % len(Pipe), q, 0), flist=jnp.asarray(flist),
+        queue_core=_pad(t.queues // len(Pipe), q, 0), queue_pipe=_pad(t.queues % len(Pipe), q, 0), flist=flist,
         atom_init=_pad(t.atom_init, a, False), uf_valid=_pad(np.ones(nu, bool), n_uf, False),
         channel_valid=_pad(np.ones(len(t.channel_keys), bool), n_channels, False),
         sub_channel=_pad(np.asarray([k[1] == SUB for k in t.channel_keys], bool), n_channels, False),
@@ -195,12 +203,12 @@ def _static(t: Template, options: ControlOptions) -> _Static:
     )  # fmt: skip
 
 
-def init_state(t: _Static, options: ControlOptions) -> ControlState:
+def init_state(st: _Static, options: ControlOptions) -> ControlState:
     """The control state before the kernel: every flag, counter and unit flag 0."""
-    q, a, f = t.n_queues, t.n_atoms, t.n_flags
-    c, e, d = t.channel_valid.shape[0], t.n_cross_ids, t.depth
-    u = t.uf_valid.shape[0]
-    n = t.n_instances if options.keep_timeline else 0
+    q, a, f = st.n_queues, st.n_atoms, st.n_flags
+    c, e, d = st.channel_valid.shape[0], st.n_cross_ids, st.depth
+    u = st.uf_valid.shape[0]
+    n = st.n_instances if options.keep_timeline else 0
     zi = lambda *s: jnp.zeros(s, jnp.int32)
     neg = lambda *s: jnp.full(s, -1, jnp.int32)
     return ControlState(
@@ -232,7 +240,7 @@ def _add(s: ControlState, st: _Static, cond, kind, inst, other=-1, a=-1, b=-1) -
     k = cond.shape[0]
     bc = lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.int32), (k,))
     kind, inst, other, a, b = bc(kind), bc(inst), bc(other), bc(a), bc(b)
-    entry = jnp.where(inst >= 0, jnp.asarray(st.entry)[jnp.clip(inst, 0, max(st.n_instances - 1, 0))], -1)
+    entry = jnp.where(inst >= 0, st.entry[jnp.clip(inst, 0, max(st.n_instances - 1, 0))], -1)
     key = kind * (st.n_entries + 1) + entry
     logged = s.findings[:, KIND] * (st.n_entries + 1) + s.findings[:, ENTRY]
     logged = jnp.where(jnp.arange(s.findings.shape[0]) < s.n_findings, logged, -1)
@@ -265,16 +273,20 @@ def _add_all(s: ControlState, st: _Static, found: list) -> ControlState:
 
 
 def _heads(s: ControlState, st: _Static):
-    t = st
-    qlist = jnp.asarray(t.qlist)
-    has = s.pos < jnp.asarray(t.qlen)
-    head = qlist[jnp.arange(t.n_queues), jnp.clip(s.pos, 0, t.qlist.shape[1] - 1)]
+    qlist = st.qlist
+    has = s.pos < st.qlen
+    head = qlist[jnp.arange(st.n_queues), jnp.clip(s.pos, 0, st.qlist.shape[1] - 1)]
     return has, jnp.where(has, head, 0)
 
 
 def _ids_ok(st: _Static, op, h):
     eid = op["event_id"][h]
-    return eid, (eid >= 0) & (eid < jnp.where(jnp.asarray(st.sync)[h] <= Sync.WAIT_FLAG, st.n_flag_ids, st.n_cross_ids))
+    return eid, (eid >= 0) & (eid < jnp.where(st.sync[h] <= Sync.WAIT_FLAG, st.n_flag_ids, st.n_cross_ids))
+
+
+def _flag_slot(st: _Static, h, eid):
+    """The flag bit a SetFlag / WaitFlag names: its (core, src, dst) triple's base plus the id (clipped)."""
+    return jnp.clip(st.flag_base[h] + jnp.clip(eid, 0, st.n_flag_ids - 1), 0, st.n_flags - 1)
 
 
 def _uf_mask(st: _Static, op, h):
@@ -285,32 +297,31 @@ def _uf_mask(st: _Static, op, h):
 
 def _uf_active(st: _Static, op, h):
     mode = op["uf_mode"][h]
-    return (jnp.asarray(st.uf_role)[h] != UnitFlagRole.NONE) & ((mode == 2) | (mode == 3)) & op["uf_ok"][h]
+    return (st.uf_role[h] != UnitFlagRole.NONE) & ((mode == 2) | (mode == 3)) & op["uf_ok"][h]
 
 
 def _runnable(s: ControlState, st: _Static, op, lat: SyncLatency, has, head):
     """Per queue: can its head start now, and at what time."""
-    t = st
-    sync = jnp.asarray(t.sync)[head]
-    core = jnp.asarray(t.core)[head]
-    pidx = jnp.asarray(t.pidx)[head]
-    fence_pidx = jnp.asarray(st.flist)[core, s.fence_pos[core]]
+    sync = st.sync[head]
+    core = st.core[head]
+    pidx = st.pidx[head]
+    fence_pidx = st.flist[core, s.fence_pos[core]]
     issued = pidx <= fence_pidx
     enable = op["enable"][head]
     eid, ok = jax.vmap(lambda h: _ids_ok(st, op, h))(head)
-    eid_c = jnp.clip(eid, 0, t.n_cross_ids - 1)[:, None]
+    eid_c = jnp.clip(eid, 0, st.n_cross_ids - 1)[:, None]
 
     # intra-core flag wait
-    slot = jnp.clip(jnp.asarray(t.flag_base)[head] + jnp.clip(eid, 0, t.n_flag_ids - 1), 0, s.flag.shape[0] - 1)
+    slot = _flag_slot(st, head, eid)
     wait_flag_ok = ~ok | s.flag[slot]
     wait_flag_t = jnp.where(ok, s.flag_t[slot] + lat.flag_cycles, 0)
 
     # cross-core wait: every own channel holds a signal, or a mismatched one waits elsewhere
-    chans = jnp.asarray(t.channels)[head]  # [Q, 2]
+    chans = st.channels[head]  # [Q, 2]
     cc = jnp.clip(chans, 0)
     have = jnp.where(chans >= 0, s.count[cc, eid_c] > 0, True)
     own_ok = jnp.all(have, axis=1)
-    alt = jnp.asarray(t.channel_alt)[head]  # [Q, 4]
+    alt = st.channel_alt[head]  # [Q, 4]
     alt_have = jnp.any((alt >= 0) & (s.count[jnp.clip(alt, 0), eid_c] > 0), axis=1)
     ring_t = s.ring_t[cc, eid_c, s.ring_head[cc, eid_c]]
     cross_ok = ~ok | own_ok | alt_have
@@ -319,15 +330,15 @@ def _runnable(s: ControlState, st: _Static, op, lat: SyncLatency, has, head):
     # unit flag: every block of the range has the value the instruction waits for
     uf_on = jax.vmap(lambda h: _uf_active(st, op, h))(head)
     mask = jax.vmap(lambda h: _uf_mask(st, op, h))(head)  # [Q, U]
-    want = (jnp.asarray(t.uf_role)[head] == UnitFlagRole.READER)[:, None]
+    want = (st.uf_role[head] == UnitFlagRole.READER)[:, None]
     uf_ok = ~uf_on | jnp.all(~mask | (s.uf[None, :] == want), axis=1)
     uf_t = jnp.where(uf_on, jnp.max(jnp.where(mask, s.uf_t[None, :], 0), axis=1) + lat.unit_flag_cycles, 0)
 
     # PIPE_ALL: every earlier instruction of the core has completed
-    qcore = jnp.asarray(t.queue_core)
-    q_pidx = jnp.where(has, jnp.asarray(t.pidx)[head], _NEVER)
+    qcore = st.queue_core
+    q_pidx = jnp.where(has, st.pidx[head], _NEVER)
     earlier_pending = (qcore[None, :] == core[:, None]) & (s.busy[None, :] | (q_pidx[None, :] < pidx[:, None]))
-    earlier_pending &= ~jnp.eye(t.n_queues, dtype=bool)
+    earlier_pending &= ~jnp.eye(st.n_queues, dtype=bool)
     barrier_ok = ~jnp.any(earlier_pending, axis=1)
 
     cond = jnp.select(
@@ -343,15 +354,13 @@ def _runnable(s: ControlState, st: _Static, op, lat: SyncLatency, has, head):
 
 def _complete(s: ControlState, st: _Static, op, lat: SyncLatency, q, h, found: list) -> ControlState:
     """Queue ``q``'s head ``h`` completes at ``s.now``: its sets and unit-flag updates happen."""
-    t = st
-    sync = jnp.asarray(t.sync)[h]
-    en = op["enable"][h]
+    sync = st.sync[h]
     clock = s.vc[q]
     eid, ok = _ids_ok(st, op, h)
 
     # SetFlag: a bit already 1 is a double set and the second signal is lost
-    slot = jnp.clip(jnp.asarray(t.flag_base)[h] + jnp.clip(eid, 0, t.n_flag_ids - 1), 0, s.flag.shape[0] - 1)
-    is_set = en & ok & (sync == Sync.SET_FLAG)
+    slot = _flag_slot(st, h, eid)
+    is_set = ok & (sync == Sync.SET_FLAG)
     found.append((is_set & s.flag[slot], Finding.DOUBLE_SET, h, s.flag_inst[slot], slot))
     take = is_set & ~s.flag[slot]
     s = dataclasses.replace(
@@ -363,14 +372,14 @@ def _complete(s: ControlState, st: _Static, op, lat: SyncLatency, q, h, found: l
     )
 
     # set_cross_core
-    is_cross = en & ok & (sync == Sync.CROSS_SET)
+    is_cross = ok & (sync == Sync.CROSS_SET)
     s = _cross_set(s, st, op, h, is_cross, clock, eid, found)
 
     # unit flag: mode 3 flips the blocks at completion; the reset clears them all
     mask = _uf_mask(st, op, h)
-    update = en & _uf_active(st, op, h) & (op["uf_mode"][h] == UF_UPDATE)
-    value = jnp.asarray(t.uf_role)[h] == UnitFlagRole.WRITER
-    reset = en & (sync == Sync.UF_RESET)
+    update = _uf_active(st, op, h) & (op["uf_mode"][h] == UF_UPDATE)
+    value = st.uf_role[h] == UnitFlagRole.WRITER
+    reset = sync == Sync.UF_RESET
     touched = (update & mask) | reset
     s = dataclasses.replace(
         s,
@@ -379,16 +388,15 @@ def _complete(s: ControlState, st: _Static, op, lat: SyncLatency, q, h, found: l
         uf_clock=jnp.where(touched[:, None], clock[None, :], s.uf_clock),
         uf_inst=jnp.where(touched, h, s.uf_inst),
     )
-    s = _accesses(s, st, op, q, h, en, True, found)
-    return _retire(s, st, q, h, en)
+    s = _accesses(s, st, op, q, h, True, found)
+    return _retire(s, st, q, h, True)
 
 
 def _cross_set(s: ControlState, st: _Static, op, h, on, clock, eid, found):
-    t = st
-    e = jnp.clip(eid, 0, t.n_cross_ids - 1)
-    chans = jnp.asarray(t.channels)[h]
-    core = jnp.asarray(t.core)[h]
-    via_barrier = on & (chans[0] >= 0) & jnp.asarray(st.sub_channel)[jnp.clip(chans[0], 0)]
+    e = jnp.clip(eid, 0, st.n_cross_ids - 1)
+    chans = st.channels[h]
+    core = st.core[h]
+    via_barrier = on & (chans[0] >= 0) & st.sub_channel[jnp.clip(chans[0], 0)]
     # INTER_SUBBLOCK barrier: a half per AIV; once both are in, one signal to each AIV
     k = jnp.clip(core - AIV0, 0, 1)
     found.append((via_barrier & s.half[e, k], Finding.MERGED_SIGNAL, h, s.half_inst[e, k], e))
@@ -424,74 +432,69 @@ def _cross_set(s: ControlState, st: _Static, op, h, on, clock, eid, found):
     return s
 
 
-def _retire(s: ControlState, st: _Static, q, h, ran) -> ControlState:
+def _retire(s: ControlState, st: _Static, q, h, ran: bool) -> ControlState:
     """The head leaves its queue (``ran``: it executed, so it has an end); a fence lets its core issue on."""
-    core = jnp.asarray(st.core)[h]
-    fence = jnp.asarray(st.fence)[h]
+    core = st.core[h]
+    fence = st.fence[h]
     return dataclasses.replace(
         s,
         busy=s.busy.at[q].set(False),
         pos=s.pos.at[q].add(1),
         free_t=s.free_t.at[q].set(s.now),
         fence_pos=s.fence_pos.at[core].add(fence.astype(jnp.int32)),
-        end=s.end.at[h].set(jnp.where(ran, s.now, -1)) if s.end.shape[0] else s.end,
+        end=s.end.at[h].set(s.now if ran else -1) if s.end.shape[0] else s.end,
     )
 
 
 def _start(s: ControlState, st: _Static, op, q, h, start_t, found: list) -> ControlState:
-    """Queue ``q``'s head ``h`` starts: it consumes what it waited for and its accesses are checked."""
-    t = st
-    en = op["enable"][h]
-    sync = jnp.asarray(t.sync)[h]
+    """Queue ``q``'s (enabled) head ``h`` starts: it consumes what it waited for and its reads are checked."""
+    sync = st.sync[h]
     eid, ok = _ids_ok(st, op, h)
-    found.append((en & ~ok & (sync != Sync.NONE), Finding.SYNC_ERROR, h, -1, 0, eid))
-    vc = s.vc.at[q, q].add(en.astype(jnp.int32))
+    found.append((~ok & (sync != Sync.NONE), Finding.SYNC_ERROR, h, -1, 0, eid))
+    vc = s.vc.at[q, q].add(1)
     acquired = jnp.zeros_like(vc[q])
 
     # WaitFlag: clear the bit, acquire its set's clock
-    slot = jnp.clip(jnp.asarray(t.flag_base)[h] + jnp.clip(eid, 0, t.n_flag_ids - 1), 0, s.flag.shape[0] - 1)
-    is_wait = en & ok & (sync == Sync.WAIT_FLAG)
+    slot = _flag_slot(st, h, eid)
+    is_wait = ok & (sync == Sync.WAIT_FLAG)
     acquired = jnp.where(is_wait, jnp.maximum(acquired, s.flag_clock[slot]), acquired)
     s = dataclasses.replace(s, flag=s.flag.at[slot].set(s.flag[slot] & ~is_wait))
 
     # wait_cross_core: one signal from each own channel (FIFO), or a mismatched one from elsewhere
-    s, acquired = _cross_wait(s, st, op, h, en & ok & (sync == Sync.CROSS_WAIT), eid, acquired, found)
+    s, acquired = _cross_wait(s, st, op, h, ok & (sync == Sync.CROSS_WAIT), eid, acquired, found)
 
     # unit flag: acquire the clock of the flag writes it waited on
     mask = _uf_mask(st, op, h)
-    uf_on = en & _uf_active(st, op, h)
+    uf_on = _uf_active(st, op, h)
     acquired = jnp.where(
         uf_on, jnp.maximum(acquired, jnp.max(jnp.where(mask[:, None], s.uf_clock, 0), axis=0)), acquired
     )
 
     # PIPE_ALL: the core's queues are idle; each now knows what all of them did
-    same_core = jnp.asarray(t.queue_core) == jnp.asarray(t.core)[h]
-    barrier = en & (sync == Sync.BARRIER_ALL)
+    same_core = st.queue_core == st.core[h]
+    barrier = sync == Sync.BARRIER_ALL
     joined = jnp.max(jnp.where(same_core[:, None], vc, 0), axis=0)
     vc = jnp.where(barrier & same_core[:, None], jnp.maximum(vc, joined[None, :]), vc)
     vc = vc.at[q].set(jnp.maximum(vc[q], acquired))
     s = dataclasses.replace(s, vc=vc)
 
-    s = _accesses(s, st, op, q, h, en, False, found)
-    s = _small_tile(s, st, op, q, h, en, found)
+    s = _accesses(s, st, op, q, h, False, found)
+    s = _small_tile(s, st, op, q, h, found)
     cycles = jnp.maximum(op["cycles"][h], 0)
-    started = dataclasses.replace(
+    return dataclasses.replace(
         s,
         busy=s.busy.at[q].set(True),
         busy_end=s.busy_end.at[q].set(start_t + cycles),
         start=s.start.at[h].set(start_t) if s.start.shape[0] else s.start,
     )
-    skipped = _retire(s, st, q, h, False)  # a disabled instance leaves at once, with no effect
-    return jax.tree.map(lambda a, b: jnp.where(en, a, b), started, skipped)
 
 
 def _cross_wait(s: ControlState, st: _Static, op, h, on, eid, acquired, found):
-    t = st
-    e = jnp.clip(eid, 0, t.n_cross_ids - 1)
-    chans = jnp.asarray(t.channels)[h]
+    e = jnp.clip(eid, 0, st.n_cross_ids - 1)
+    chans = st.channels[h]
     cc = jnp.clip(chans, 0)
     own_ok = jnp.all(jnp.where(chans >= 0, s.count[cc, e] > 0, True))
-    alt = jnp.asarray(t.channel_alt)[h]
+    alt = st.channel_alt[h]
     alt_has = (alt >= 0) & (s.count[jnp.clip(alt, 0), e] > 0)
     alt_pick = jnp.argmax(alt_has)
     mismatch_via_alt = on & ~own_ok & jnp.any(alt_has)
@@ -511,21 +514,18 @@ def _cross_wait(s: ControlState, st: _Static, op, h, on, eid, acquired, found):
     return s, acquired
 
 
-def _accesses(s: ControlState, st: _Static, op, q, h, en, writes: bool, found: list) -> ControlState:
+def _accesses(s: ControlState, st: _Static, op, q, h, writes: bool, found: list) -> ControlState:
     """Check the reads (at start) or the writes (at completion) of ``h`` against the atoms' clocks, then record them.
 
     A read samples its bytes when the instruction starts and a write lands when it completes,
     so a race's hazard label follows the order in which the bytes are really touched.
     """
-    t = st
-    a = max(t.n_atoms, 1)
-    ar = jnp.arange(a)
+    ar = jnp.arange(st.n_atoms)
     clock = s.vc[q]
-    other = jnp.arange(t.n_queues) != q
-    init = jnp.asarray(t.atom_init) if t.n_atoms else jnp.zeros((1,), bool)
-    for r in range(t.acc_write.shape[1]):
-        write = jnp.asarray(t.acc_write)[h, r]
-        valid = en & jnp.asarray(t.acc_valid)[h, r] & op["acc_on"][h, r] & (write == writes)
+    other = jnp.arange(st.n_queues) != q
+    for r in range(st.acc_write.shape[1]):
+        write = st.acc_write[h, r]
+        valid = st.acc_valid[h, r] & op["acc_on"][h, r] & (write == writes)
         in_range = op["acc_ok"][h, r]
         found.append((valid & ~in_range, Finding.BOUNDS, h, -1, r, 0))
         live = valid & in_range
@@ -533,17 +533,17 @@ def _accesses(s: ControlState, st: _Static, op, q, h, en, writes: bool, found: l
         unordered_w = m[:, None] & other[None, :] & (s.write_clock > clock[None, :])
         unordered_r = m[:, None] & other[None, :] & (s.read_clock > clock[None, :])
         hb_written = jnp.any((s.write_clock > 0) & (s.write_clock <= clock[None, :]), axis=1)
-        uninit = m & ~write & ~init & ~hb_written & ~jnp.any(unordered_w, axis=1)
+        uninit = m & ~write & ~st.atom_init & ~hb_written & ~jnp.any(unordered_w, axis=1)
         for bad, hazard, insts in (
             (unordered_w & ~write, RAW, s.write_inst),
             (unordered_w & write, WAW, s.write_inst),
             (unordered_r & write, WAR, s.read_inst),
         ):
             flat = jnp.argmax(bad.reshape(-1))
-            found.append((jnp.any(bad), Finding.RACE, h, insts.reshape(-1)[flat], flat // t.n_queues, hazard))
+            found.append((jnp.any(bad), Finding.RACE, h, insts.reshape(-1)[flat], flat // st.n_queues, hazard))
         found.append((jnp.any(uninit), Finding.UNINITIALIZED, h, -1, jnp.argmax(uninit), r))
-        wm = (m & write)[:, None] & (jnp.arange(t.n_queues) == q)[None, :]
-        rm = (m & ~write)[:, None] & (jnp.arange(t.n_queues) == q)[None, :]
+        wm = (m & write)[:, None] & (jnp.arange(st.n_queues) == q)[None, :]
+        rm = (m & ~write)[:, None] & (jnp.arange(st.n_queues) == q)[None, :]
         s = dataclasses.replace(
             s,
             write_clock=jnp.where(wm, clock[q], s.write_clock),
@@ -554,16 +554,15 @@ def _accesses(s: ControlState, st: _Static, op, q, h, en, writes: bool, found: l
     return s
 
 
-def _small_tile(s: ControlState, st: _Static, op, q, h, en, found: list) -> ControlState:
+def _small_tile(s: ControlState, st: _Static, op, q, h, found: list) -> ControlState:
     """Two consecutive accumulating mmads over < 10 fp32 fractals need a PIPE_M barrier [semantics §2]."""
-    t = st
-    on_m = t.queue_pipe[q] == int(Pipe.M)
+    on_m = st.queue_pipe[q] == int(Pipe.M)
     small = op["small_tile"][h]
-    key = op["acc_lo"][h, t.write_slot[h]]  # the L0C it writes
-    hit = en & on_m & small & op["accumulate"][h] & (s.chain_atom == key)
+    key = op["acc_lo"][h, st.write_slot[h]]  # the L0C it writes
+    hit = on_m & small & op["accumulate"][h] & (s.chain_atom == key)
     found.append((hit, Finding.RACE, h, s.chain_inst, key, SMALL_TILE))
-    keep = en & on_m & small
-    clear = en & on_m & ~small
+    keep = on_m & small
+    clear = on_m & ~small
     return dataclasses.replace(
         s,
         chain_atom=jnp.where(keep, key, jnp.where(clear, -1, s.chain_atom)),
@@ -572,6 +571,7 @@ def _small_tile(s: ControlState, st: _Static, op, q, h, en, found: list) -> Cont
 
 
 def _step(st: _Static, op, lat: SyncLatency, s: ControlState) -> ControlState:
+    """One event: the earliest completion, else the earliest start (a disabled head leaves at once)."""
     has, head = _heads(s, st)
     runnable, start_t = _runnable(s, st, op, lat, has, head)
     start_key = jnp.where(runnable, start_t, _NEVER)
@@ -580,32 +580,40 @@ def _step(st: _Static, op, lat: SyncLatency, s: ControlState) -> ControlState:
     any_end = jnp.any(end_key == t_next)
     q_end = jnp.argmax(end_key == t_next)
     q_start = jnp.argmax(start_key == t_next)
-    stuck = t_next >= _NEVER
-    s = dataclasses.replace(s, now=jnp.where(stuck, s.now, t_next), steps=s.steps + 1)
-    at_end, at_start = [], []
-    completed = _complete(s, st, op, lat, q_end, head[q_end], at_end)
-    started = _start(s, st, op, q_start, head[q_start], t_next, at_start)
-    nxt = jax.tree.map(lambda a, b: jnp.where(any_end, a, b), completed, started)
-    nxt = jax.tree.map(lambda a, b: jnp.where(stuck, a, b), s, nxt)
-    found = [(c & any_end & ~stuck, *rest) for c, *rest in at_end]
-    found += [(c & ~any_end & ~stuck, *rest) for c, *rest in at_start]
-    return _add_all(dataclasses.replace(nxt, stuck=stuck), st, found)
+    s = dataclasses.replace(s, now=jnp.where(t_next >= _NEVER, s.now, t_next), steps=s.steps + 1)
+
+    def complete(s):
+        found = []
+        return _add_all(_complete(s, st, op, lat, q_end, head[q_end], found), st, found)
+
+    def start(s):
+        found = []
+        return _add_all(_start(s, st, op, q_start, head[q_start], t_next, found), st, found)
+
+    def skip(s):
+        return _retire(s, st, q_start, head[q_start], False)
+
+    def idle(s):
+        return dataclasses.replace(s, stuck=jnp.asarray(True))
+
+    enabled = op["enable"][head[q_start]]
+    branch = jnp.where(t_next >= _NEVER, 3, jnp.where(any_end, 0, jnp.where(enabled, 1, 2)))
+    return jax.lax.switch(branch, (complete, start, skip, idle), s)
 
 
 def _finished(s: ControlState, st: _Static):
-    return jnp.all(s.pos >= jnp.asarray(st.qlen))
+    return jnp.all(s.pos >= st.qlen)
 
 
 def _leftovers(s: ControlState, st: _Static) -> ControlState:
     """At the end: every bit, counter, barrier half and unit flag still set is a leftover."""
-    t = st
     s = _add(s, st, s.flag, Finding.LEFTOVER, s.flag_inst, -1, 0, jnp.arange(s.flag.shape[0]))
     c, e = s.count.shape
-    pending = (s.count > 0) & t.channel_valid[:, None]
+    pending = (s.count > 0) & st.channel_valid[:, None]
     first = s.ring_inst[jnp.arange(c)[:, None], jnp.arange(e)[None, :], s.ring_head]
     s = _add(s, st, pending.reshape(-1), Finding.LEFTOVER, first.reshape(-1), -1, 1, jnp.arange(c * e) % e)
     s = _add(s, st, s.half.reshape(-1), Finding.LEFTOVER, s.half_inst.reshape(-1), -1, 2, jnp.arange(e * 2) // 2)
-    uf_live = s.uf & t.uf_valid
+    uf_live = s.uf & st.uf_valid
     return _add(s, st, uf_live, Finding.LEFTOVER, s.uf_inst, -1, 3, jnp.arange(s.uf.shape[0]))
 
 

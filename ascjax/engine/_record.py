@@ -247,18 +247,19 @@ class RecordBuilder:
                 )
         return _Access(space, ranges, choice, write, when)
 
-    def set_flag(self, src, dst, event_id=0, *, site=""):
-        """Intra-core SetFlag<src_dst>(event_id): executes on ``src``."""
-        self._flag(Sync.SET_FLAG, Pipe.parse(src), Pipe.parse(src), Pipe.parse(dst), event_id, site)
+    def set_flag(self, src, dst, event_id=0, *, site="", enable=True):
+        """Intra-core SetFlag<src_dst>(event_id): executes on ``src`` (only where ``enable`` holds)."""
+        self._flag(Sync.SET_FLAG, Pipe.parse(src), Pipe.parse(src), Pipe.parse(dst), event_id, site, enable)
 
-    def wait_flag(self, src, dst, event_id=0, *, site=""):
-        """Intra-core WaitFlag<src_dst>(event_id): executes on ``dst``."""
-        self._flag(Sync.WAIT_FLAG, Pipe.parse(dst), Pipe.parse(src), Pipe.parse(dst), event_id, site)
+    def wait_flag(self, src, dst, event_id=0, *, site="", enable=True):
+        """Intra-core WaitFlag<src_dst>(event_id): executes on ``dst`` (only where ``enable`` holds)."""
+        self._flag(Sync.WAIT_FLAG, Pipe.parse(dst), Pipe.parse(src), Pipe.parse(dst), event_id, site, enable)
 
-    def _flag(self, sync, pipe, src, dst, event_id, site):
+    def _flag(self, sync, pipe, src, dst, event_id, site, enable):
         self._check_id(event_id, self.n_flag_ids, "set/wait flag")
         name = "set_flag" if sync is Sync.SET_FLAG else "wait_flag"
-        self.instruction(name, pipe, site=site, sync=sync, event_id=event_id, flag_triple=(self.core, src, dst))
+        triple = (self.core, src, dst)
+        self.instruction(name, pipe, site=site, sync=sync, event_id=event_id, flag_triple=triple, enable=enable)
 
     def barrier(self, pipe="ALL", *, site=""):
         """``PipeBarrier<pipe>``; ``"ALL"`` is the PIPE_ALL fence (it runs on the issuer, S)."""
@@ -421,14 +422,46 @@ def _atom_run(first, space, lo, hi):
     return base + edges.index(lo), base + edges.index(hi)
 
 
-def _stack(entries, flat, name, dtype):
-    """One operand over all instances: each entry's array, broadcast to its loop shape, gathered."""
-    if not entries:
-        return jnp.zeros((0,), dtype)
-    parts = [
-        jnp.broadcast_to(jnp.asarray(e.operands[name], dtype), e.operands["enable"].shape).reshape(-1) for e in entries
-    ]
-    return jnp.take(jnp.concatenate(parts), _instance_index(entries, flat))
+class _Layout:
+    """Where each instance's operands come from: every entry's value broadcast to its loop shape,
+    flattened and concatenated, then one gather in program order (indices computed once)."""
+
+    def __init__(self, entries, flat):
+        self.entries = entries
+        position = {id(e): i for i, e in enumerate(entries)}
+        offsets, total = [], 0
+        for e in entries:
+            offsets.append(total)
+            total += int(np.prod(e.operands["enable"].shape, dtype=np.int64))
+        self.entry = np.asarray([position[id(e)] for e, _ in flat], np.int32)
+        self.index = np.asarray(
+            [
+                offsets[position[id(e)]] + (int(np.ravel_multi_index(path, e.operands["enable"].shape)) if path else 0)
+                for e, path in flat
+            ],
+            np.int32,
+        )
+
+    def gather(self, value_of, dtype):
+        """``value_of(entry)`` (a static value or an array over the entry's loops) for every instance."""
+        if not self.entries:
+            return jnp.zeros((0,), dtype)
+        parts = [
+            jnp.broadcast_to(jnp.asarray(value_of(e), dtype), e.operands["enable"].shape).reshape(-1)
+            for e in self.entries
+        ]
+        return jnp.take(jnp.concatenate(parts), jnp.asarray(self.index))
+
+    def pick(self, tables, choice_of):
+        """Per instance, row ``choice`` of its entry's [n_candidates, 2] table, and whether the choice was in range."""
+        counts = np.asarray([len(tables[i]) for i in range(len(self.entries))], np.int32)
+        bases = np.concatenate([[0], np.cumsum(np.maximum(counts, 1))[:-1]]).astype(np.int32)
+        rows = [np.asarray(t, np.int32).reshape(-1, 2) if len(t) else np.full((1, 2), -1, np.int32) for t in tables]
+        table = jnp.asarray(np.concatenate(rows)) if rows else jnp.zeros((1, 2), jnp.int32)
+        choice = self.gather(choice_of, jnp.int32)
+        count, base = jnp.asarray(counts[self.entry]), jnp.asarray(bases[self.entry])
+        ok = (choice >= 0) & (choice < count)
+        return jnp.take(table, base + jnp.clip(choice, 0, jnp.maximum(count, 1) - 1), axis=0), ok
 
 
 def _build(b: RecordBuilder) -> Record:
@@ -436,7 +469,6 @@ def _build(b: RecordBuilder) -> Record:
     flat: list = []
     _flatten(b._root, (), flat)
     n = len(flat)
-    entry_id = {id(e): i for i, e in enumerate(entries)}
     atom_space, atom_bytes, first = _atoms(b.spaces, entries)
     atom_init = np.asarray([b.spaces[s].initialised for s in atom_space], bool)
 
@@ -485,15 +517,16 @@ def _build(b: RecordBuilder) -> Record:
         for j, a in enumerate(e.accesses):
             acc_write[i, j], acc_valid[i, j] = a.write, True
 
+    layout = _Layout(entries, flat)
     operands = {
-        name: _stack(entries, flat, name, dtype)
+        name: layout.gather(lambda e, name=name: e.operands[name], dtype)
         for name, dtype in (
             ("enable", bool), ("cycles", jnp.int32), ("uf_mode", jnp.int32), ("small_tile", bool),
             ("accumulate", bool), ("event_id", jnp.int32), ("mode", jnp.int32),
         )
     }  # fmt: skip
-    operands.update(_access_operands(entries, flat, first, r_max))
-    operands.update(_uf_operands(entries, flat, uf_cuts))
+    operands.update(_access_operands(layout, first, r_max))
+    operands.update(_uf_operands(layout, uf_cuts))
 
     depth = max((len(p) for _, p in flat), default=0)
     iteration = np.full((n, max(depth, 1)), -1, np.int32)
@@ -502,7 +535,7 @@ def _build(b: RecordBuilder) -> Record:
     template = Template(
         entries=tuple((e.name, e.site, e.core, e.pipe, e.sync) for e in entries),
         spaces=tuple(b.spaces),
-        entry=np.asarray([entry_id[id(e)] for e, _ in flat], np.int32),
+        entry=layout.entry,
         iteration=iteration,
         core=core,
         queue=queue,
@@ -530,91 +563,37 @@ def _build(b: RecordBuilder) -> Record:
     return Record(template, operands)
 
 
-def _pick(entries, flat, tables, choices):
-    """Gather ``tables[e][choice]`` per instance; ``tables[e]`` is an [n_candidates, 2] int table.
-
-    Returns the [N, 2] picked rows and an [N] bool: the choice was in range.
-    """
-    rows, offsets = [], {}
-    total = 0
-    for e in entries:
-        table = np.asarray(tables[id(e)], np.int32).reshape(-1, 2)
-        if table.shape[0] == 0:
-            table = np.full((1, 2), -1, np.int32)
-        offsets[id(e)] = (total, table.shape[0])
-        total += table.shape[0]
-        rows.append(table)
-    table = jnp.asarray(np.concatenate(rows)) if rows else jnp.zeros((1, 2), jnp.int32)
-    choice_parts, size_parts, base_parts = [], [], []
-    for e in entries:
-        shape = e.operands["enable"].shape
-        c = jnp.broadcast_to(jnp.asarray(choices[id(e)], jnp.int32), shape).reshape(-1)
-        choice_parts.append(c)
-        base, count = offsets[id(e)]
-        size_parts.append(np.full(c.shape[0], count, np.int32))
-        base_parts.append(np.full(c.shape[0], base, np.int32))
-    index = _instance_index(entries, flat)
-    choice = jnp.take(jnp.concatenate(choice_parts), index) if choice_parts else jnp.zeros((0,), jnp.int32)
-    count = np.concatenate(size_parts)[np.asarray(index)] if size_parts else np.zeros((0,), np.int32)
-    base = np.concatenate(base_parts)[np.asarray(index)] if base_parts else np.zeros((0,), np.int32)
-    ok = (choice >= 0) & (choice < count)
-    picked = jnp.take(table, jnp.asarray(base) + jnp.clip(choice, 0, jnp.asarray(count) - 1), axis=0)
-    return picked, ok
-
-
-def _instance_index(entries, flat):
-    offsets, shapes, total = {}, {}, 0
-    for e in entries:
-        shape = e.operands["enable"].shape
-        offsets[id(e)], shapes[id(e)] = total, shape
-        total += int(np.prod(shape, dtype=np.int64))
-    return jnp.asarray(
-        [offsets[id(e)] + (int(np.ravel_multi_index(path, shapes[id(e)])) if path else 0) for e, path in flat],
-        jnp.int32,
-    )
-
-
-def _access_operands(entries, flat, first, r_max):
+def _access_operands(layout: _Layout, first, r_max):
     """``acc_lo`` / ``acc_hi`` [N, R]: the atom run of each access; ``acc_ok``: its choice was in range;
     ``acc_on``: it happens."""
-    n = len(flat)
+    n = layout.index.shape[0]
     if r_max == 0 or n == 0:
         z = jnp.zeros((n, 1), jnp.int32)
         return {"acc_lo": z, "acc_hi": z, "acc_ok": jnp.ones((n, 1), bool), "acc_on": jnp.ones((n, 1), bool)}
-    index = _instance_index(entries, flat)
+    slot = lambda e, j: e.accesses[j] if j < len(e.accesses) else None
     los, his, oks, ons = [], [], [], []
     for j in range(r_max):
-        tables = {
-            id(e): [_atom_run(first, e.accesses[j].space, lo, hi) for lo, hi in e.accesses[j].ranges]
-            if j < len(e.accesses)
-            else []
-            for e in entries
-        }
-        choices = {id(e): e.accesses[j].choice if j < len(e.accesses) else 0 for e in entries}
-        picked, ok = _pick(entries, flat, tables, choices)
+        tables = [
+            [_atom_run(first, a.space, lo, hi) for lo, hi in a.ranges] if (a := slot(e, j)) else []
+            for e in layout.entries
+        ]
+        picked, ok = layout.pick(tables, lambda e, j=j: slot(e, j).choice if slot(e, j) else 0)
+        has = np.asarray([j < len(e.accesses) for e in layout.entries])[layout.entry]
         los.append(picked[:, 0])
         his.append(picked[:, 1])
-        has = np.asarray([j < len(e.accesses) for e, _ in flat])
         oks.append(ok | ~jnp.asarray(has))
-        when = [
-            jnp.broadcast_to(
-                jnp.asarray(e.accesses[j].when if j < len(e.accesses) else True, bool), e.operands["enable"].shape
-            ).reshape(-1)
-            for e in entries
-        ]
-        ons.append(jnp.take(jnp.concatenate(when), index))
+        ons.append(layout.gather(lambda e, j=j: slot(e, j).when if slot(e, j) else True, bool))
     stack = lambda xs: jnp.stack(xs, 1)
     return {"acc_lo": stack(los), "acc_hi": stack(his), "acc_ok": stack(oks), "acc_on": stack(ons)}
 
 
-def _uf_operands(entries, flat, uf_cuts):
+def _uf_operands(layout: _Layout, uf_cuts):
     """``uf_lo`` / ``uf_hi`` [N]: the unit-flag atom run; ``uf_ok``: its choice was in range."""
-    n = len(flat)
+    n = layout.index.shape[0]
     if n == 0 or not uf_cuts:
         z = jnp.zeros((n,), jnp.int32)
         return {"uf_lo": z, "uf_hi": z, "uf_ok": jnp.ones((n,), bool)}
-    tables = {id(e): [(uf_cuts.index(lo), uf_cuts.index(hi)) for lo, hi in e.uf_ranges] for e in entries}
-    choices = {id(e): e.operands["uf_choice"] for e in entries}
-    picked, ok = _pick(entries, flat, tables, choices)
-    has = np.asarray([bool(e.uf_ranges) for e, _ in flat])
+    tables = [[(uf_cuts.index(lo), uf_cuts.index(hi)) for lo, hi in e.uf_ranges] for e in layout.entries]
+    picked, ok = layout.pick(tables, lambda e: e.operands["uf_choice"])
+    has = np.asarray([bool(e.uf_ranges) for e in layout.entries])[layout.entry]
     return {"uf_lo": picked[:, 0], "uf_hi": picked[:, 1], "uf_ok": ok | ~jnp.asarray(has)}
