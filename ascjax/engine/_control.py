@@ -30,6 +30,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Int
 
 from ..core import AIV0, RAW, SMALL_TILE, WAR, WAW, Finding, Pipe
+from . import _onehot as hot
 from ._record import SUB, UF_UPDATE, Record, Sync, Template, UnitFlagRole
 
 #: Fields of one finding row: kind, template entry (the site), instance, other instance, detail a, detail b.
@@ -38,6 +39,7 @@ FINDING_FIELDS = 6
 #: Pending signals one cross-core counter holds on a counter chip (the 16th overflows) [semantics §8].
 COUNTER_DEPTH = 15
 _NEVER = np.int32(2**30)  # a time no event reaches
+ATOM_STEP = 8  # atoms are padded to a multiple of this (they are scanned per access; a power of two wastes too many)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,9 +129,8 @@ class _Static(eqx.Module):
     flag_base: Int[Array, " N"]
     channels: Int[Array, "N 2"]
     channel_alt: Int[Array, "N 4"]
-    acc_write: Bool[Array, "N R"]
-    acc_valid: Bool[Array, "N R"]
-    write_slot: Int[Array, " N"]  # the first written access (an mmad's L0C)
+    read_valid: Bool[Array, "N Rr"]  # the instance reads in that slot
+    write_valid: Bool[Array, "N Rw"]
     fence: Bool[Array, " N"]
     qlist: Int[Array, "Q L"]
     qlen: Int[Array, " Q"]
@@ -145,6 +146,8 @@ class _Static(eqx.Module):
     n_flag_ids: int = eqx.field(static=True)
     n_cross_ids: int = eqx.field(static=True)
     depth: int = eqx.field(static=True)  # ring depth
+    read_span: tuple = eqx.field(static=True)  # per read slot, the most atoms one access covers
+    write_span: tuple = eqx.field(static=True)
 
     @property
     def n_instances(self) -> int:
@@ -173,8 +176,8 @@ def _static(t: Template, options: ControlOptions) -> _Static:
 @functools.lru_cache(maxsize=64)  # one set of padded tables per record and options, not one per call
 def _tables(t: Template, options: ControlOptions) -> _Static:
     """The template padded to its size bucket, with the options folded in (NumPy, on the host)."""
-    n, q, a = _bucket(t.n_instances, 16), _bucket(t.n_queues, 4), _bucket(t.n_atoms, 8)
-    r, length = _bucket(t.acc_write.shape[1], 2), _bucket(t.qlist.shape[1], 8)
+    n, q, a = _bucket(t.n_instances, 16), _bucket(t.n_queues, 4), max(-(-t.n_atoms // ATOM_STEP), 1) * ATOM_STEP
+    rr, rw, length = _bucket(t.read_valid.shape[1], 1), _bucket(t.write_valid.shape[1], 1), _bucket(t.qlist.shape[1], 8)
     n_channels, n_uf = max(len(t.channel_keys), 1), _bucket(t.uf_atom_blocks.shape[0], 1)
     pipe_of = t.queues[t.queue] % len(Pipe)
     sync = t.sync
@@ -191,8 +194,8 @@ def _tables(t: Template, options: ControlOptions) -> _Static:
     return _Static(
         entry=_pad(t.entry, n, 0), core=_pad(t.core, n, 0), pidx=_pad(t.pidx, n, _NEVER), sync=_pad(t.sync, n, 0),
         uf_role=_pad(t.uf_role, n, 0), flag_base=_pad(t.flag_base, n, -1), channels=_pad(t.channels, (n, 2), -1),
-        channel_alt=_pad(t.channel_alt, (n, 4), -1), acc_write=_pad(t.acc_write, (n, r), False),
-        acc_valid=_pad(t.acc_valid, (n, r), False), write_slot=_pad(np.argmax(t.acc_write & t.acc_valid, axis=1), n, 0),
+        channel_alt=_pad(t.channel_alt, (n, 4), -1), read_valid=_pad(t.read_valid, (n, rr), False),
+        write_valid=_pad(t.write_valid, (n, rw), False),
         fence=_pad(fence, n, False), qlist=_pad(t.qlist, (q, length), -1), qlen=_pad(t.qlen, q, 0),
         queue_core=_pad(t.queues // len(Pipe), q, 0), queue_pipe=_pad(t.queues % len(Pipe), q, 0), flist=flist,
         atom_init=_pad(t.atom_init, a, False), uf_valid=_pad(np.ones(nu, bool), n_uf, False),
@@ -200,7 +203,13 @@ def _tables(t: Template, options: ControlOptions) -> _Static:
         sub_channel=_pad(np.asarray([k[1] == SUB for k in t.channel_keys], bool), n_channels, False),
         n_flags=_bucket(len(t.flag_triples) * t.n_flag_ids, 8), n_entries=_bucket(len(t.entries), 16),
         n_flag_ids=t.n_flag_ids, n_cross_ids=t.n_cross_ids, depth=COUNTER_DEPTH if options.counter_chip else 1,
+        read_span=_pad_span(t.read_span, rr), write_span=_pad_span(t.write_span, rw),
     )  # fmt: skip
+
+
+def _pad_span(spans: tuple, width: int) -> tuple:
+    """Spans per slot, padded slots looking at one atom, each rounded up so records share compiles."""
+    return tuple(_bucket(x, 1) for x in spans) + (1,) * (width - len(spans))
 
 
 def init_state(st: _Static, options: ControlOptions) -> ControlState:
@@ -251,22 +260,44 @@ def _add(s: ControlState, st: _Static, cond, kind, inst, other=-1, a=-1, b=-1) -
     slot = s.n_findings + jnp.cumsum(new) - 1
     keep = new & (slot < s.findings.shape[0])
     rows = jnp.stack([kind, entry, inst, other, a, b], axis=1)
-    findings = s.findings.at[jnp.where(keep, slot, s.findings.shape[0])].set(rows, mode="drop")
+    into = keep[:, None] & (slot[:, None] == jnp.arange(s.findings.shape[0])[None, :])  # [k, K]: row k -> log slot
+    placed = jnp.max(jnp.where(into[:, :, None], rows[:, None, :], -1), axis=0)
+    findings = jnp.where(jnp.any(into, axis=0)[:, None], placed, s.findings)
     n_new = jnp.sum(keep).astype(jnp.int32)
     return dataclasses.replace(
         s, findings=findings, n_findings=s.n_findings + n_new, dropped=s.dropped + jnp.sum(new) - n_new
     )
 
 
-def _add_all(s: ControlState, st: _Static, found: list) -> ControlState:
-    """``_add`` for a list of candidate findings ``(cond, kind, inst[, other, a, b])``, in one batch."""
-    fields = []
+def _add_step(s: ControlState, st: _Static, found: list, inst) -> ControlState:
+    """The findings of one event: all concern the one instruction ``inst`` (the event's), so per kind only
+    the first candidate that holds is kept, and each kind costs one look-up in the log and one row."""
+    by_kind: dict = {}
     for cand in found:
-        cand = tuple(cand) + (-1,) * (6 - len(cand))
-        cond = jnp.atleast_1d(jnp.asarray(cand[0], bool))
-        fields.append([cond] + [jnp.broadcast_to(jnp.asarray(x, jnp.int32), cond.shape) for x in cand[1:]])
-    cols = [jnp.concatenate(col) for col in zip(*fields)]
-    return _add(s, st, *cols)
+        cond, kind, *detail = tuple(cand) + (-1,) * (6 - len(cand))
+        by_kind.setdefault(int(kind), []).append(
+            (jnp.asarray(cond, bool), *(jnp.asarray(x, jnp.int32) for x in detail))
+        )
+    entry = st.entry[inst]
+    width = s.findings.shape[0]
+    for kind, cands in by_kind.items():
+        cols = [jnp.stack(col) for col in zip(*cands)]
+        hit = jnp.any(cols[0])
+        first = jnp.argmax(cols[0])
+        _, other, a, b = (c[first] for c in cols[1:])
+        key = kind * (st.n_entries + 1) + entry
+        logged = s.findings[:, KIND] * (st.n_entries + 1) + s.findings[:, ENTRY]
+        seen = jnp.any((logged == key) & (jnp.arange(width) < s.n_findings))
+        new = hit & ~seen
+        keep = new & (s.n_findings < width)
+        row = jnp.stack([jnp.asarray(kind, jnp.int32), entry, jnp.asarray(inst, jnp.int32), other, a, b])
+        s = dataclasses.replace(
+            s,
+            findings=hot.put(s.findings, (s.n_findings,), row, keep),
+            n_findings=s.n_findings + keep,
+            dropped=s.dropped + (new & ~keep),
+        )
+    return s
 
 
 # --- one event ------------------------------------------------------------------------------
@@ -352,8 +383,8 @@ def _runnable(s: ControlState, st: _Static, op, lat: SyncLatency, has, head):
     return runnable, start_t
 
 
-def _complete(s: ControlState, st: _Static, op, lat: SyncLatency, q, h, found: list) -> ControlState:
-    """Queue ``q``'s head ``h`` completes at ``s.now``: its sets and unit-flag updates happen."""
+def _complete(s: ControlState, st: _Static, op, q, h, found: list) -> ControlState:
+    """Queue ``q``'s head ``h`` completes at ``s.now``: its sets and unit-flag updates happen, its writes land."""
     sync = st.sync[h]
     clock = s.vc[q]
     eid, ok = _ids_ok(st, op, h)
@@ -365,10 +396,10 @@ def _complete(s: ControlState, st: _Static, op, lat: SyncLatency, q, h, found: l
     take = is_set & ~s.flag[slot]
     s = dataclasses.replace(
         s,
-        flag=s.flag.at[slot].set(s.flag[slot] | take),
-        flag_t=s.flag_t.at[slot].set(jnp.where(take, s.now, s.flag_t[slot])),
-        flag_clock=s.flag_clock.at[slot].set(jnp.where(take, clock, s.flag_clock[slot])),
-        flag_inst=s.flag_inst.at[slot].set(jnp.where(take, h, s.flag_inst[slot])),
+        flag=hot.put(s.flag, (slot,), True, take),
+        flag_t=hot.put(s.flag_t, (slot,), s.now, take),
+        flag_clock=hot.put(s.flag_clock, (slot,), clock, take),
+        flag_inst=hot.put(s.flag_inst, (slot,), h, take),
     )
 
     # set_cross_core
@@ -401,14 +432,12 @@ def _cross_set(s: ControlState, st: _Static, op, h, on, clock, eid, found):
     k = jnp.clip(core - AIV0, 0, 1)
     found.append((via_barrier & s.half[e, k], Finding.MERGED_SIGNAL, h, s.half_inst[e, k], e))
     first_half = via_barrier & ~s.half[e, k]
-    half = s.half.at[e, k].set(s.half[e, k] | first_half)
-    half_clock = s.half_clock.at[e, k].set(jnp.where(first_half, clock, s.half_clock[e, k]))
-    half_inst = s.half_inst.at[e, k].set(jnp.where(first_half, h, s.half_inst[e, k]))
+    half = hot.put(s.half, (e, k), True, first_half)
+    half_clock = hot.put(s.half_clock, (e, k), clock, first_half)
+    half_inst = hot.put(s.half_inst, (e, k), h, first_half)
     both = first_half & half[e, 0] & half[e, 1]
     joined = jnp.maximum(half_clock[e, 0], half_clock[e, 1])
-    s = dataclasses.replace(
-        s, half=half.at[e].set(jnp.where(both, False, half[e])), half_clock=half_clock, half_inst=half_inst
-    )
+    s = dataclasses.replace(s, half=hot.put(half, (e,), False, both), half_clock=half_clock, half_inst=half_inst)
     push = (on & ~via_barrier) | both
     signal_clock = jnp.where(both, joined, clock)
     for j in range(2):
@@ -423,11 +452,11 @@ def _cross_set(s: ControlState, st: _Static, op, h, on, clock, eid, found):
         at = (s.ring_head[cc, e] + s.count[cc, e]) % st.depth
         s = dataclasses.replace(
             s,
-            count=s.count.at[cc, e].add(go.astype(jnp.int32)),
-            ring_clock=s.ring_clock.at[cc, e, at].set(jnp.where(go, signal_clock, s.ring_clock[cc, e, at])),
-            ring_t=s.ring_t.at[cc, e, at].set(jnp.where(go, s.now, s.ring_t[cc, e, at])),
-            ring_inst=s.ring_inst.at[cc, e, at].set(jnp.where(go, h, s.ring_inst[cc, e, at])),
-            ring_mode=s.ring_mode.at[cc, e, at].set(jnp.where(go, op["mode"][h], s.ring_mode[cc, e, at])),
+            count=hot.add(s.count, (cc, e), go),
+            ring_clock=hot.put(s.ring_clock, (cc, e, at), signal_clock, go),
+            ring_t=hot.put(s.ring_t, (cc, e, at), s.now, go),
+            ring_inst=hot.put(s.ring_inst, (cc, e, at), h, go),
+            ring_mode=hot.put(s.ring_mode, (cc, e, at), op["mode"][h], go),
         )
     return s
 
@@ -438,11 +467,11 @@ def _retire(s: ControlState, st: _Static, q, h, ran: bool) -> ControlState:
     fence = st.fence[h]
     return dataclasses.replace(
         s,
-        busy=s.busy.at[q].set(False),
-        pos=s.pos.at[q].add(1),
-        free_t=s.free_t.at[q].set(s.now),
-        fence_pos=s.fence_pos.at[core].add(fence.astype(jnp.int32)),
-        end=s.end.at[h].set(s.now if ran else -1) if s.end.shape[0] else s.end,
+        busy=hot.put(s.busy, (q,), False),
+        pos=hot.add(s.pos, (q,), 1),
+        free_t=hot.put(s.free_t, (q,), s.now),
+        fence_pos=hot.add(s.fence_pos, (core,), fence),
+        end=hot.put(s.end, (h,), s.now if ran else -1),
     )
 
 
@@ -451,14 +480,14 @@ def _start(s: ControlState, st: _Static, op, q, h, start_t, found: list) -> Cont
     sync = st.sync[h]
     eid, ok = _ids_ok(st, op, h)
     found.append((~ok & (sync != Sync.NONE), Finding.SYNC_ERROR, h, -1, 0, eid))
-    vc = s.vc.at[q, q].add(1)
+    vc = hot.add(s.vc, (q, q), 1)
     acquired = jnp.zeros_like(vc[q])
 
     # WaitFlag: clear the bit, acquire its set's clock
     slot = _flag_slot(st, h, eid)
     is_wait = ok & (sync == Sync.WAIT_FLAG)
     acquired = jnp.where(is_wait, jnp.maximum(acquired, s.flag_clock[slot]), acquired)
-    s = dataclasses.replace(s, flag=s.flag.at[slot].set(s.flag[slot] & ~is_wait))
+    s = dataclasses.replace(s, flag=hot.put(s.flag, (slot,), False, is_wait))
 
     # wait_cross_core: one signal from each own channel (FIFO), or a mismatched one from elsewhere
     s, acquired = _cross_wait(s, st, op, h, ok & (sync == Sync.CROSS_WAIT), eid, acquired, found)
@@ -475,7 +504,7 @@ def _start(s: ControlState, st: _Static, op, q, h, start_t, found: list) -> Cont
     barrier = sync == Sync.BARRIER_ALL
     joined = jnp.max(jnp.where(same_core[:, None], vc, 0), axis=0)
     vc = jnp.where(barrier & same_core[:, None], jnp.maximum(vc, joined[None, :]), vc)
-    vc = vc.at[q].set(jnp.maximum(vc[q], acquired))
+    vc = jnp.where(hot.mask(vc.shape, (q,)), jnp.maximum(vc, acquired[None, :]), vc)
     s = dataclasses.replace(s, vc=vc)
 
     s = _accesses(s, st, op, q, h, False, found)
@@ -483,9 +512,9 @@ def _start(s: ControlState, st: _Static, op, q, h, start_t, found: list) -> Cont
     cycles = jnp.maximum(op["cycles"][h], 0)
     return dataclasses.replace(
         s,
-        busy=s.busy.at[q].set(True),
-        busy_end=s.busy_end.at[q].set(start_t + cycles),
-        start=s.start.at[h].set(start_t) if s.start.shape[0] else s.start,
+        busy=hot.put(s.busy, (q,), True),
+        busy_end=hot.put(s.busy_end, (q,), start_t + cycles),
+        start=hot.put(s.start, (h,), start_t),
     )
 
 
@@ -508,8 +537,8 @@ def _cross_wait(s: ControlState, st: _Static, op, h, on, eid, acquired, found):
         found.append((active & mode_differs, Finding.SYNC_ERROR, h, s.ring_inst[cc, e, head], 1, eid))
         s = dataclasses.replace(
             s,
-            count=s.count.at[cc, e].add(-active.astype(jnp.int32)),
-            ring_head=s.ring_head.at[cc, e].set(jnp.where(active, (head + 1) % st.depth, head)),
+            count=hot.add(s.count, (cc, e), -active.astype(jnp.int32)),
+            ring_head=hot.put(s.ring_head, (cc, e), (head + 1) % st.depth, active),
         )
     return s, acquired
 
@@ -518,39 +547,48 @@ def _accesses(s: ControlState, st: _Static, op, q, h, writes: bool, found: list)
     """Check the reads (at start) or the writes (at completion) of ``h`` against the atoms' clocks, then record them.
 
     A read samples its bytes when the instruction starts and a write lands when it completes,
-    so a race's hazard label follows the order in which the bytes are really touched.
+    so a race's hazard label follows the order in which the bytes are really touched. Each
+    slot looks only at the few atoms its access can cover (its static span), not at them all.
     """
-    ar = jnp.arange(st.n_atoms)
+    prefix, valid_slots, spans = (
+        ("wr", st.write_valid, st.write_span) if writes else ("rd", st.read_valid, st.read_span)
+    )
     clock = s.vc[q]
     other = jnp.arange(st.n_queues) != q
-    for r in range(st.acc_write.shape[1]):
-        write = st.acc_write[h, r]
-        valid = st.acc_valid[h, r] & op["acc_on"][h, r] & (write == writes)
-        in_range = op["acc_ok"][h, r]
+    this = ~other
+    atoms = jnp.arange(st.n_atoms)
+    for r, span in enumerate(spans):
+        lo, hi = op[f"{prefix}_lo"][h, r], op[f"{prefix}_hi"][h, r]
+        valid = valid_slots[h, r] & op[f"{prefix}_on"][h, r]
+        in_range = op[f"{prefix}_ok"][h, r]
         found.append((valid & ~in_range, Finding.BOUNDS, h, -1, r, 0))
         live = valid & in_range
-        m = live & (ar >= op["acc_lo"][h, r]) & (ar < op["acc_hi"][h, r])
-        unordered_w = m[:, None] & other[None, :] & (s.write_clock > clock[None, :])
-        unordered_r = m[:, None] & other[None, :] & (s.read_clock > clock[None, :])
-        hb_written = jnp.any((s.write_clock > 0) & (s.write_clock <= clock[None, :]), axis=1)
-        uninit = m & ~write & ~st.atom_init & ~hb_written & ~jnp.any(unordered_w, axis=1)
-        for bad, hazard, insts in (
-            (unordered_w & ~write, RAW, s.write_inst),
-            (unordered_w & write, WAW, s.write_inst),
-            (unordered_r & write, WAR, s.read_inst),
-        ):
+        idx = lo + jnp.arange(span)
+        rows = live & (idx < hi)
+        idx = jnp.clip(idx, 0, st.n_atoms - 1)
+        w_clock = s.write_clock[idx]  # [span, Q]
+        unordered_w = rows[:, None] & other[None, :] & (w_clock > clock[None, :])
+        if writes:
+            unordered_r = rows[:, None] & other[None, :] & (s.read_clock[idx] > clock[None, :])
+            checks = ((unordered_w, WAW, s.write_inst), (unordered_r, WAR, s.read_inst))
+        else:
+            hb_written = jnp.any((w_clock > 0) & (w_clock <= clock[None, :]), axis=1)
+            uninit = rows & ~st.atom_init[idx] & ~hb_written & ~jnp.any(unordered_w, axis=1)
+            found.append((jnp.any(uninit), Finding.UNINITIALIZED, h, -1, idx[jnp.argmax(uninit)], r))
+            checks = ((unordered_w, RAW, s.write_inst),)
+        for bad, hazard, insts in checks:
             flat = jnp.argmax(bad.reshape(-1))
-            found.append((jnp.any(bad), Finding.RACE, h, insts.reshape(-1)[flat], flat // st.n_queues, hazard))
-        found.append((jnp.any(uninit), Finding.UNINITIALIZED, h, -1, jnp.argmax(uninit), r))
-        wm = (m & write)[:, None] & (jnp.arange(st.n_queues) == q)[None, :]
-        rm = (m & ~write)[:, None] & (jnp.arange(st.n_queues) == q)[None, :]
-        s = dataclasses.replace(
-            s,
-            write_clock=jnp.where(wm, clock[q], s.write_clock),
-            write_inst=jnp.where(wm, h, s.write_inst),
-            read_clock=jnp.where(rm, clock[q], s.read_clock),
-            read_inst=jnp.where(rm, h, s.read_inst),
-        )
+            atom, queue = idx[flat // st.n_queues], flat % st.n_queues
+            found.append((jnp.any(bad), Finding.RACE, h, insts[atom, queue], atom, hazard))
+        cells = (live & (atoms >= lo) & (atoms < hi))[:, None] & this[None, :]
+        if writes:
+            s = dataclasses.replace(
+                s, write_clock=jnp.where(cells, clock[q], s.write_clock), write_inst=jnp.where(cells, h, s.write_inst)
+            )
+        else:
+            s = dataclasses.replace(
+                s, read_clock=jnp.where(cells, clock[q], s.read_clock), read_inst=jnp.where(cells, h, s.read_inst)
+            )
     return s
 
 
@@ -558,7 +596,7 @@ def _small_tile(s: ControlState, st: _Static, op, q, h, found: list) -> ControlS
     """Two consecutive accumulating mmads over < 10 fp32 fractals need a PIPE_M barrier [semantics §2]."""
     on_m = st.queue_pipe[q] == int(Pipe.M)
     small = op["small_tile"][h]
-    key = op["acc_lo"][h, st.write_slot[h]]  # the L0C it writes
+    key = op["wr_lo"][h, 0]  # the L0C it writes
     hit = on_m & small & op["accumulate"][h] & (s.chain_atom == key)
     found.append((hit, Finding.RACE, h, s.chain_inst, key, SMALL_TILE))
     keep = on_m & small
@@ -571,7 +609,7 @@ def _small_tile(s: ControlState, st: _Static, op, q, h, found: list) -> ControlS
 
 
 def _step(st: _Static, op, lat: SyncLatency, s: ControlState) -> ControlState:
-    """One event: the earliest completion, else the earliest start (a disabled head leaves at once)."""
+    """One event: the earliest completion, else the earliest start; a disabled head leaves at once."""
     has, head = _heads(s, st)
     runnable, start_t = _runnable(s, st, op, lat, has, head)
     start_key = jnp.where(runnable, start_t, _NEVER)
@@ -580,25 +618,26 @@ def _step(st: _Static, op, lat: SyncLatency, s: ControlState) -> ControlState:
     any_end = jnp.any(end_key == t_next)
     q_end = jnp.argmax(end_key == t_next)
     q_start = jnp.argmax(start_key == t_next)
-    s = dataclasses.replace(s, now=jnp.where(t_next >= _NEVER, s.now, t_next), steps=s.steps + 1)
+    idle = t_next >= _NEVER
+    s = dataclasses.replace(s, now=jnp.where(idle, s.now, t_next), steps=s.steps + 1)
 
     def complete(s):
         found = []
-        return _add_all(_complete(s, st, op, lat, q_end, head[q_end], found), st, found)
+        return _add_step(_complete(s, st, op, q_end, head[q_end], found), st, found, head[q_end])
 
     def start(s):
         found = []
-        return _add_all(_start(s, st, op, q_start, head[q_start], t_next, found), st, found)
+        return _add_step(_start(s, st, op, q_start, head[q_start], t_next, found), st, found, head[q_start])
 
     def skip(s):
         return _retire(s, st, q_start, head[q_start], False)
 
-    def idle(s):
+    def stop(s):
         return dataclasses.replace(s, stuck=jnp.asarray(True))
 
     enabled = op["enable"][head[q_start]]
-    branch = jnp.where(t_next >= _NEVER, 3, jnp.where(any_end, 0, jnp.where(enabled, 1, 2)))
-    return jax.lax.switch(branch, (complete, start, skip, idle), s)
+    branch = jnp.where(idle, 3, jnp.where(any_end, 0, jnp.where(enabled, 1, 2)))
+    return jax.lax.switch(branch, (complete, start, skip, stop), s)
 
 
 def _finished(s: ControlState, st: _Static):
@@ -636,10 +675,10 @@ def _run(st: _Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Co
 
 def _pad_operands(op: dict, st: _Static) -> dict:
     """Operands padded to the bucketed instance count (padding instances are in no queue: they never run)."""
-    n, r = st.n_instances, st.acc_write.shape[1]
+    slots = {"rd": st.read_valid.shape[1], "wr": st.write_valid.shape[1]}
     out = {}
     for name, x in op.items():
-        widths = [(0, n - x.shape[0])] + [(0, r - x.shape[1]) if name.startswith("acc_") else (0, 0)] * (x.ndim - 1)
+        widths = [(0, st.n_instances - x.shape[0])] + [(0, slots.get(name[:2], 0) - x.shape[-1])] * (x.ndim - 1)
         out[name] = jnp.pad(x, widths)
     return out
 

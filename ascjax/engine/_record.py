@@ -342,8 +342,10 @@ class Template:
     uf_role: np.ndarray  # [N]
     flag_base: np.ndarray  # [N] first flag-bit index of its (core, src, dst) triple (-1: none)
     channels: np.ndarray  # [N, 2] cross-core channel indices (-1: none)
-    acc_write: np.ndarray  # [N, R] bool
-    acc_valid: np.ndarray  # [N, R] bool
+    read_valid: np.ndarray  # [N, Rr] bool: the instance has a read in that slot
+    write_valid: np.ndarray  # [N, Rw] bool
+    read_span: tuple[int, ...]  # per read slot, the most atoms any candidate range covers
+    write_span: tuple[int, ...]
     queues: np.ndarray  # [QL] global queue index of each local queue
     qlist: np.ndarray  # [QL, L] instances of each queue in order (-1 padding)
     qlen: np.ndarray  # [QL]
@@ -442,23 +444,23 @@ class _Layout:
             np.int32,
         )
 
-    def gather(self, value_of, dtype):
-        """``value_of(entry)`` (a static value or an array over the entry's loops) for every instance."""
+    def gather(self, values: list, dtype):
+        """Per entry one value (static, or an array over the entry's loops), for every instance."""
         if not self.entries:
             return jnp.zeros((0,), dtype)
         parts = [
-            jnp.broadcast_to(jnp.asarray(value_of(e), dtype), e.operands["enable"].shape).reshape(-1)
-            for e in self.entries
+            jnp.broadcast_to(jnp.asarray(v, dtype), e.operands["enable"].shape).reshape(-1)
+            for e, v in zip(self.entries, values)
         ]
         return jnp.take(jnp.concatenate(parts), jnp.asarray(self.index))
 
-    def pick(self, tables, choice_of):
+    def pick(self, tables: list, choices: list):
         """Per instance, row ``choice`` of its entry's [n_candidates, 2] table, and whether the choice was in range."""
         counts = np.asarray([len(tables[i]) for i in range(len(self.entries))], np.int32)
         bases = np.concatenate([[0], np.cumsum(np.maximum(counts, 1))[:-1]]).astype(np.int32)
         rows = [np.asarray(t, np.int32).reshape(-1, 2) if len(t) else np.full((1, 2), -1, np.int32) for t in tables]
         table = jnp.asarray(np.concatenate(rows)) if rows else jnp.zeros((1, 2), jnp.int32)
-        choice = self.gather(choice_of, jnp.int32)
+        choice = self.gather(choices, jnp.int32)
         count, base = jnp.asarray(counts[self.entry]), jnp.asarray(bases[self.entry])
         ok = (choice >= 0) & (choice < count)
         return jnp.take(table, base + jnp.clip(choice, 0, jnp.maximum(count, 1) - 1), axis=0), ok
@@ -509,23 +511,18 @@ def _build(b: RecordBuilder) -> Record:
             alt = [key_index[k] for k in keys if k[0] == e.core and k not in e.channels]
             channel_alt[i, : len(alt)] = alt
 
-    # accesses: atom runs per candidate, chosen by the dynamic choice
-    r_max = max((len(e.accesses) for e in entries), default=0)
-    acc_write = np.zeros((n, max(r_max, 1)), bool)
-    acc_valid = np.zeros((n, max(r_max, 1)), bool)
-    for i, (e, _) in enumerate(flat):
-        for j, a in enumerate(e.accesses):
-            acc_write[i, j], acc_valid[i, j] = a.write, True
-
     layout = _Layout(entries, flat)
     operands = {
-        name: layout.gather(lambda e, name=name: e.operands[name], dtype)
+        name: layout.gather([e.operands[name] for e in entries], dtype)
         for name, dtype in (
             ("enable", bool), ("cycles", jnp.int32), ("uf_mode", jnp.int32), ("small_tile", bool),
             ("accumulate", bool), ("event_id", jnp.int32), ("mode", jnp.int32),
         )
     }  # fmt: skip
-    operands.update(_access_operands(layout, first, r_max))
+    reads = _access_slots(layout, first, "rd", write=False)
+    writes = _access_slots(layout, first, "wr", write=True)
+    operands.update(reads[0])
+    operands.update(writes[0])
     operands.update(_uf_operands(layout, uf_cuts))
 
     depth = max((len(p) for _, p in flat), default=0)
@@ -544,8 +541,10 @@ def _build(b: RecordBuilder) -> Record:
         uf_role=np.asarray([int(e.uf_role) for e, _ in flat], np.int32),
         flag_base=flag_base,
         channels=channels,
-        acc_write=acc_write,
-        acc_valid=acc_valid,
+        read_valid=reads[1],
+        write_valid=writes[1],
+        read_span=reads[2],
+        write_span=writes[2],
         queues=queues.astype(np.int32),
         qlist=qlist,
         qlen=qlen,
@@ -563,28 +562,29 @@ def _build(b: RecordBuilder) -> Record:
     return Record(template, operands)
 
 
-def _access_operands(layout: _Layout, first, r_max):
-    """``acc_lo`` / ``acc_hi`` [N, R]: the atom run of each access; ``acc_ok``: its choice was in range;
-    ``acc_on``: it happens."""
+def _access_slots(layout: _Layout, first, prefix: str, write: bool):
+    """The reads (or the writes) of every instance as slots: ``{prefix}_lo`` / ``_hi`` [N, R], the atom run
+    of each access; ``_ok``: its choice was in range; ``_on``: it happens. Also the [N, R] slot-in-use mask
+    and, per slot, the most atoms a candidate covers (the control plane looks at that many)."""
     n = layout.index.shape[0]
-    if r_max == 0 or n == 0:
-        z = jnp.zeros((n, 1), jnp.int32)
-        return {"acc_lo": z, "acc_hi": z, "acc_ok": jnp.ones((n, 1), bool), "acc_on": jnp.ones((n, 1), bool)}
-    slot = lambda e, j: e.accesses[j] if j < len(e.accesses) else None
-    los, his, oks, ons = [], [], [], []
-    for j in range(r_max):
-        tables = [
-            [_atom_run(first, a.space, lo, hi) for lo, hi in a.ranges] if (a := slot(e, j)) else []
-            for e in layout.entries
-        ]
-        picked, ok = layout.pick(tables, lambda e, j=j: slot(e, j).choice if slot(e, j) else 0)
-        has = np.asarray([j < len(e.accesses) for e in layout.entries])[layout.entry]
+    of = [[a for a in e.accesses if a.write == write] for e in layout.entries]
+    width = max(max((len(x) for x in of), default=0), 1)
+    los, his, oks, ons, spans = [], [], [], [], []
+    for j in range(width):
+        at = [x[j] if j < len(x) else None for x in of]
+        tables = [[_atom_run(first, a.space, lo, hi) for lo, hi in a.ranges] if a else [] for a in at]
+        picked, ok = layout.pick(tables, [a.choice if a else 0 for a in at])
+        has = np.asarray([a is not None for a in at], bool)[layout.entry]
         los.append(picked[:, 0])
         his.append(picked[:, 1])
         oks.append(ok | ~jnp.asarray(has))
-        ons.append(layout.gather(lambda e, j=j: slot(e, j).when if slot(e, j) else True, bool))
-    stack = lambda xs: jnp.stack(xs, 1)
-    return {"acc_lo": stack(los), "acc_hi": stack(his), "acc_ok": stack(oks), "acc_on": stack(ons)}
+        ons.append(layout.gather([a.when if a else True for a in at], bool))
+        spans.append(max((hi - lo for t in tables for lo, hi in t), default=1))
+    valid = np.asarray([[j < len(x) for j in range(width)] for x in of], bool).reshape(-1, width)[layout.entry]
+    stack = lambda xs: jnp.stack(xs, 1).reshape(n, width)
+    names = ("lo", "hi", "ok", "on")
+    operands = {f"{prefix}_{name}": stack(col) for name, col in zip(names, (los, his, oks, ons))}
+    return operands, valid.reshape(n, width), tuple(spans)
 
 
 def _uf_operands(layout: _Layout, uf_cuts):
@@ -594,6 +594,6 @@ def _uf_operands(layout: _Layout, uf_cuts):
         z = jnp.zeros((n,), jnp.int32)
         return {"uf_lo": z, "uf_hi": z, "uf_ok": jnp.ones((n,), bool)}
     tables = [[(uf_cuts.index(lo), uf_cuts.index(hi)) for lo, hi in e.uf_ranges] for e in layout.entries]
-    picked, ok = layout.pick(tables, lambda e: e.operands["uf_choice"])
+    picked, ok = layout.pick(tables, [e.operands["uf_choice"] for e in layout.entries])
     has = np.asarray([bool(e.uf_ranges) for e in layout.entries])[layout.entry]
     return {"uf_lo": picked[:, 0], "uf_hi": picked[:, 1], "uf_ok": ok | ~jnp.asarray(has)}
