@@ -16,12 +16,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
 from . import indexed
-from .core import AIC, AIV0, AIV1, N_CORES, N_PIPES, Buffer, Pipe, Verdict, gpipe
+from .core import AIC, AIV0, AIV1, N_CORES, N_PIPES, RAW, WAR, WAW, Buffer, Pipe, Verdict, gpipe
 
 N_GLOBAL_PIPES = N_CORES * N_PIPES
-
-RAW, WAR, WAW, SMALL_TILE = 0, 1, 2, 3
-RACE_KINDS = ("RAW", "WAR", "WAW", "RAW (small-tile rule)")
 
 
 def clock_width(options) -> int:

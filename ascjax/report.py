@@ -8,7 +8,21 @@ import jax
 import numpy as np
 
 from . import hazards, sites
-from .core import BOUNDS_WHAT, CORE_NAMES, MESSAGES, SYNC_SET_TWICE, Buffer, Pipe, Verdict, pipe_name
+from .core import (
+    BOUNDS_WHAT,
+    CORE_NAMES,
+    HAZARD_NAMES,
+    MESSAGES,
+    RAW,
+    SMALL_TILE,
+    SYNC_SET_TWICE,
+    WAR,
+    WAW,
+    Buffer,
+    Pipe,
+    Verdict,
+    pipe_name,
+)
 from .events import cross_core_error, cross_core_leftover, cross_core_wait_lines, event_table, wait_chain
 from .finish import LEFTOVER_CROSS_CORE, LEFTOVER_UNIT_FLAG
 from .granules import CHIP_GRANULE_BYTES
@@ -243,17 +257,17 @@ def _race(state: State, err) -> str:
     other_text = f"{other.op:10s} at {other.location}  pipe {other.core}.{other.pipe}" if other else "an earlier op"
     me_text = f"{me.op:10s} at {me.location}  pipe {me_pipe}{_loop_text(int(err.op), err.loop)}"
     first_label, second_label = {
-        hazards.RAW: ("write", "read "),
-        hazards.WAR: ("read ", "write"),
-        hazards.WAW: ("write", "write"),
-        hazards.SMALL_TILE: ("write", "read "),
+        RAW: ("write", "read "),
+        WAR: ("read ", "write"),
+        WAW: ("write", "write"),
+        SMALL_TILE: ("write", "read "),
     }[kind]
     lines = [
-        f"RACE ({hazards.RACE_KINDS[kind]}) on {place}",
+        f"RACE ({HAZARD_NAMES[kind]}) on {place}",
         f"  {first_label}: {other_text}",
         f"  {second_label}: {me_text}",
     ]
-    if kind == hazards.SMALL_TILE:
+    if kind == SMALL_TILE:
         lines.append(
             "  consecutive mmads accumulate into this L0C region with (m/16)*(n/16) < 10 and no PIPE_M "
             "barrier between them: the cube may overlap them."

@@ -17,6 +17,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import bench_compile  # noqa: E402
+import bench_control_plane  # noqa: E402
 import bench_flash_attention  # noqa: E402
 import bench_matmul  # noqa: E402
 import bench_memory  # noqa: E402
@@ -32,6 +33,7 @@ BENCHMARKS = {
         lambda: bench_flash_attention.measure(128, 64, repeats=1),
     ),
     "sweep": (lambda: bench_sweep.measure(1024), lambda: bench_sweep.measure(64, repeats=1)),
+    "control_plane": (lambda: bench_control_plane.measure(1024), lambda: bench_control_plane.measure(64, repeats=1)),
     "compile": (lambda: bench_compile.measure(4, 64), lambda: bench_compile.measure(2, 8)),
     "sections": (lambda: bench_sections.measure(16), lambda: bench_sections.measure(4)),
     "memory": (bench_memory.measure, bench_memory.measure),

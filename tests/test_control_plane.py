@@ -414,6 +414,22 @@ def test_a_sweep_over_phases_and_trip_counts_gives_each_scenario_its_verdict():
     assert got == [worst(run_control(r)) for r in records]  # vmap agrees with one run at a time
 
 
+def test_a_record_built_inside_vmap_sweeps_its_traced_operands():
+    def verdict_of(modes, trip):
+        b = RecordBuilder()
+        c = Cube(b)
+        with b.loop(8, trip) as k:
+            c.mmad(modes[k], accumulate=k > 0)
+        c.fixpipe(UF_UPDATE)
+        return verdict(run_control(b.build()))
+
+    modes = jnp.asarray([[UF_KEEP] * 7 + [UF_UPDATE], [UF_KEEP] * 8, [UF_UPDATE] * 8])
+    trip = jnp.asarray([8, 8, 1])
+    swept = jax.jit(jax.vmap(verdict_of))(modes, trip)
+    assert [int(v) for v in swept] == [-1, int(Finding.DEADLOCK), -1]
+    assert [int(v) for v in swept] == [int(verdict_of(m, t)) for m, t in zip(modes, trip)]
+
+
 def test_the_control_plane_program_does_not_grow_with_the_kernel():
     def size(trips):
         rec = _k_loop(UF_KEEP, trip_max=trips, store_mode=UF_OFF)

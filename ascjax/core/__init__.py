@@ -6,7 +6,6 @@ Nothing here imports from the rest of ascjax.
 from ._findings import HAZARD_NAMES as HAZARD_NAMES
 from ._findings import RAW as RAW
 from ._findings import SMALL_TILE as SMALL_TILE
-from ._findings import VERDICT_OF as VERDICT_OF
 from ._findings import WAR as WAR
 from ._findings import WAW as WAW
 from ._findings import Finding as Finding

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import enum
 
-from ._verdicts import Verdict
-
 
 class Finding(enum.IntEnum):
     """One kind of finding; members are ranked by severity (``DEADLOCK`` first)."""
@@ -32,16 +30,3 @@ class Finding(enum.IntEnum):
 #: Race hazard labels, in program order within a core and in as-soon-as-possible order across cores.
 RAW, WAR, WAW, SMALL_TILE = 0, 1, 2, 3
 HAZARD_NAMES = ("RAW", "WAR", "WAW", "RAW (small-tile rule)")
-
-#: The run verdict each finding gives (the signal-misuse findings are sync errors).
-VERDICT_OF = {
-    Finding.DEADLOCK: Verdict.DEADLOCK,
-    Finding.RACE: Verdict.RACE,
-    Finding.LEFTOVER: Verdict.LEFTOVER,
-    Finding.OVERFLOW: Verdict.SYNC_ERROR,
-    Finding.DOUBLE_SET: Verdict.SYNC_ERROR,
-    Finding.MERGED_SIGNAL: Verdict.SYNC_ERROR,
-    Finding.UNINITIALIZED: Verdict.UNINITIALIZED,
-    Finding.SYNC_ERROR: Verdict.SYNC_ERROR,
-    Finding.BOUNDS: Verdict.BOUNDS,
-}

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes, granules, hazards, sites, timing
 from ..chip import CHIPS
-from ..core import AIC, Buffer, Format, Pipe, Verdict
+from ..core import AIC, SMALL_TILE, Buffer, Format, Pipe, Verdict
 from ..formats import mx as mx_format
 from ..formats import values
 from ..layout import from_fractal, to_fractal
@@ -304,7 +304,7 @@ def _small_tile_rule(state: State, c: Tile, op: int, accumulates, m_pad, n_pad) 
         Verdict.RACE,
         op,
         Pipe.M,
-        a=hazards.SMALL_TILE,
+        a=SMALL_TILE,
         b=sh.w_op[lo],
         c=code,
         d=first + lo,
