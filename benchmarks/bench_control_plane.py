@@ -138,7 +138,7 @@ def measure(scenarios=1024, repeats=5) -> dict:
         "claims": [
             claim("control plane: Python loop / vmap (median)", ratio_median, 50, ">="),
             claim("control plane: Python loop / vmap (min)", ratio_min, 50, ">="),
-            claim("control plane: state per seed-000 scenario", bytes_per_scenario / 1024, 8, "<=", " KiB"),
+            claim("control plane: machine state per seed-000 scenario", bytes_per_scenario / 1024, 8, "<=", " KiB"),
         ],
     }
 

@@ -26,7 +26,7 @@ from ascjax.engine import (
     sweep_control,
     verdict,
 )
-from ascjax.engine._control import ENTRY, KIND, OTHER
+from ascjax.engine._log import ENTRY, KIND, OTHER
 
 TILE_BYTES = 128 * 128 * 4  # one 128x128 float32 L0C tile
 TILE_BLOCKS = TILE_BYTES // UNIT_FLAG_BLOCK_BYTES
@@ -222,7 +222,6 @@ def test_inter_subblock_is_a_barrier_of_both_aivs():
 
 
 def test_inter_subblock_point_to_point_orders_only_the_setter():
-    opts = ControlOptions(inter_subblock_barrier=False)
     b = RecordBuilder()
     gm = b.space("GM:x", 4096)
     with b.on(AIV0):
@@ -231,7 +230,7 @@ def test_inter_subblock_point_to_point_orders_only_the_setter():
     with b.on(AIV1):
         b.cross_wait("MTE2", 5, SyncMode.INTER_SUBBLOCK, point_to_point=True)
         b.instruction("copy_gm2ub", "MTE2", reads=[(gm, (0, 512))])
-    assert worst(run_control(b.build(), opts)) is None
+    assert worst(run_control(b.build())) is None
 
 
 def test_a_set_and_wait_of_different_modes_is_a_sync_error_naming_both():
@@ -478,3 +477,61 @@ def test_seed_000_k_loop_carries_less_than_8_kb_per_scenario():
     s = run_control(b.build())
     assert worst(s) is None, np.asarray(s.findings)[: int(s.n_findings)]
     assert state_bytes(s) <= 8192
+
+
+# --- the log and the record's resources -----------------------------------------------------
+
+
+def test_findings_come_most_severe_first_once_per_site_and_the_rest_are_counted():
+    def prog():
+        b = RecordBuilder()
+        ub = b.space("UB0", 4096)
+        with b.on(AIV0):
+            b.instruction("vadd", "V", reads=[(ub, (0, 512))])  # uninitialised
+            b.set_flag("MTE2", "V", 1)  # left set
+            b.instruction("copy_gm2ub", "MTE2", writes=[(ub, (0, 512))])  # unordered with the read: WAR
+        return b.build()
+
+    s = run_control(prog())
+    got = [Finding(int(k)) for k in np.asarray(s.findings)[: int(s.n_findings), KIND]]
+    assert got == sorted(got) and got[0] is Finding.RACE and Finding.UNINITIALIZED in got, got
+    assert int(s.dropped) == 0
+    one = run_control(prog(), ControlOptions(max_findings=1))
+    assert int(one.n_findings) == 1 and int(one.dropped) == len(got) - 1
+    assert int(verdict(one)) == int(verdict(s)) == int(Finding.RACE)
+
+
+def test_a_k_loop_mistake_is_one_finding_at_its_first_iteration():
+    b = RecordBuilder()
+    c = Cube(b)
+    with b.loop(8):
+        c.mmad(UF_UPDATE)  # no fixpipe drains the flag: the second mmad waits forever
+    s = run_control(b.build())
+    (row,) = rows_of(s, Finding.DEADLOCK)
+    assert int(s.n_findings) == 1 and row[ENTRY] == 0
+
+
+def test_static_event_ids_use_one_bit_or_counter_each_and_findings_name_the_real_id():
+    b = RecordBuilder()
+    b.set_flag("MTE2", "MTE1", 3)
+    b.wait_flag("MTE2", "MTE1", 3)
+    b.set_flag("M", "FIX", 6)
+    b.cross_set("FIX", 11, SyncMode.UNICAST_BLOCK)
+    rec = b.build()
+    assert len(rec.template.flag_bits) == 2 and rec.template.cross_ids == (11,)
+    s = run_control(rec)
+    left = rows_of(s, Finding.LEFTOVER)
+    assert sorted(left[:, 4].tolist()) == [0, 1]  # a flag bit and a cross-core counter
+    assert left[left[:, 4] == 1][0, 5] == 11  # the counter is named by its event id
+
+    traced = RecordBuilder()
+    traced.set_flag("MTE2", "MTE1", jnp.asarray(3))
+    traced.set_flag("MTE2", "MTE1", 5)
+    assert len(traced.build().template.flag_bits) == 8  # a traced id may name any bit of its pair
+
+
+def test_a_static_slot_choice_outside_its_candidates_is_refused_at_trace_time():
+    b = RecordBuilder()
+    ub = b.space("UB0", 4096)
+    with b.on(AIV0), pytest.raises(ValueError, match="chooses candidate 2 of 2 byte ranges"):
+        b.instruction("vadd", "V", reads=[(ub, [(0, 256), (256, 512)], 2)])

@@ -4,15 +4,15 @@ Imports only ``ascjax.core``. Everything here is internal to ascjax: front ends 
 ``RecordBuilder``; ``run_control`` executes the record's sync hardware and sanitizer.
 """
 
-from ._control import FINDING_FIELDS as FINDING_FIELDS
-from ._control import ControlOptions as ControlOptions
-from ._control import ControlState as ControlState
-from ._control import SyncLatency as SyncLatency
-from ._control import init_state as init_state
+from ._control import ControlResult as ControlResult
 from ._control import run_control as run_control
 from ._control import state_bytes as state_bytes
 from ._control import sweep_control as sweep_control
 from ._control import verdict as verdict
+from ._log import FINDING_FIELDS as FINDING_FIELDS
+from ._machine import Machine as Machine
+from ._options import ControlOptions as ControlOptions
+from ._options import SyncLatency as SyncLatency
 from ._record import UF_KEEP as UF_KEEP
 from ._record import UF_OFF as UF_OFF
 from ._record import UF_UPDATE as UF_UPDATE

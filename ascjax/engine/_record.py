@@ -74,6 +74,11 @@ class _Access:
     write: bool
     when: object = True  # the access happens (a bool, or an array: an mmad's accumulate read)
 
+    @property
+    def traced(self) -> bool:
+        """The choice is an array: whether it names a candidate is known only when the record runs."""
+        return not isinstance(self.choice, (int, np.integer))
+
 
 @dataclasses.dataclass
 class _Entry:
@@ -91,6 +96,7 @@ class _Entry:
     flag_triple: tuple | None = None  # (core, src, dst) of a SetFlag / WaitFlag
     uf_role: UnitFlagRole = UnitFlagRole.NONE
     uf_ranges: tuple[tuple[int, int], ...] = ()  # candidate L0C block ranges
+    static_id: int | None = None  # the event id when it is a Python int (checked now), else None
 
 
 @dataclasses.dataclass
@@ -223,6 +229,7 @@ class RecordBuilder:
             _Entry(
                 self.core, pipe, Sync(sync), name, site, loops, accesses, operands,
                 channels=tuple(channels), flag_triple=flag_triple, uf_role=UnitFlagRole(uf_role), uf_ranges=uf_ranges,
+                static_id=int(event_id) if isinstance(event_id, (int, np.integer)) else None,
             )
         )  # fmt: skip
 
@@ -239,6 +246,8 @@ class RecordBuilder:
         else:
             space, ranges, choice, when = spec
         ranges = tuple((int(lo), int(hi)) for lo, hi in ranges)
+        if isinstance(choice, (int, np.integer)) and not 0 <= int(choice) < len(ranges):
+            raise ValueError(f"{name} chooses candidate {int(choice)} of {len(ranges)} byte ranges")
         size = self.spaces[space].size_bytes
         for lo, hi in ranges:
             if not 0 <= lo < hi <= size:
@@ -340,12 +349,22 @@ class Template:
     pidx: np.ndarray  # [N] position in its core's program order
     sync: np.ndarray  # [N] Sync
     uf_role: np.ndarray  # [N]
-    flag_base: np.ndarray  # [N] first flag-bit index of its (core, src, dst) triple (-1: none)
+    flag_base: np.ndarray  # [N] its flag bit is flag_base + flag_scale * event_id (-1: it names none)
+    flag_scale: np.ndarray  # [N] 0: the id is static and flag_base is its bit; 1: a traced id picks in a block
+    flag_bits: tuple  # ((core, src, dst), event id) of each flag bit
+    cross_base: np.ndarray  # [N] its counter id is cross_base + cross_scale * event_id (static ids: compacted)
+    cross_scale: np.ndarray  # [N]
+    cross_ids: tuple  # the event id of each counter id
+    id_traced: np.ndarray  # [N] bool: a sync instruction whose event id is traced (checked when it runs)
     channels: np.ndarray  # [N, 2] cross-core channel indices (-1: none)
     read_valid: np.ndarray  # [N, Rr] bool: the instance has a read in that slot
     write_valid: np.ndarray  # [N, Rw] bool
     read_span: tuple[int, ...]  # per read slot, the most atoms any candidate range covers
     write_span: tuple[int, ...]
+    read_foot: np.ndarray  # [N, Rr, 2] atoms any candidate of the slot may cover: [first, end) (0, 0: none)
+    write_foot: np.ndarray  # [N, Rw, 2]
+    read_traced: np.ndarray  # [N, Rr] bool: the slot's choice is traced (checked when it runs)
+    write_traced: np.ndarray  # [N, Rw]
     queues: np.ndarray  # [QL] global queue index of each local queue
     qlist: np.ndarray  # [QL, L] instances of each queue in order (-1 padding)
     qlen: np.ndarray  # [QL]
@@ -354,7 +373,6 @@ class Template:
     atom_bytes: np.ndarray  # [A, 2] byte range of each atom
     atom_init: np.ndarray  # [A] bool: an input's bytes
     uf_atom_blocks: np.ndarray  # [UA, 2] L0C block range of each unit-flag atom
-    flag_triples: tuple  # (core, src, dst) per flag triple; bits are triple * n_flag_ids + id
     channel_keys: tuple  # (receiver, sender) per cross-core channel
     channel_alt: np.ndarray  # [N, 4] other channels of a wait's receiver (a mode mismatch consumes from them)
     n_flag_ids: int
@@ -494,14 +512,15 @@ def _build(b: RecordBuilder) -> Record:
         members = np.flatnonzero(queue == q)
         qlist[q, : members.size] = members
 
-    # flag triples and cross-core channels actually used
-    triples = sorted({e.flag_triple for e in entries if e.flag_triple is not None}, key=repr)
-    triple_index = {t: i for i, t in enumerate(triples)}
+    # flag bits and cross-core channels actually used
+    flag_bits, flag_of = _flag_bits(entries, b.n_flag_ids)
+    flag_base = np.asarray([flag_of[id(e)][0] for e, _ in flat], np.int32).reshape(n)
+    flag_scale = np.asarray([flag_of[id(e)][1] for e, _ in flat], np.int32).reshape(n)
+    cross_ids, cross_of = _cross_ids(entries, b.n_cross_ids)
+    cross_base = np.asarray([cross_of[id(e)][0] for e, _ in flat], np.int32).reshape(n)
+    cross_scale = np.asarray([cross_of[id(e)][1] for e, _ in flat], np.int32).reshape(n)
     keys = sorted({ch for e in entries for ch in e.channels})
     key_index = {k: i for i, k in enumerate(keys)}
-    flag_base = np.asarray(
-        [triple_index[e.flag_triple] * b.n_flag_ids if e.flag_triple is not None else -1 for e, _ in flat], np.int32
-    )
     channels = np.full((n, 2), -1, np.int32)
     channel_alt = np.full((n, 4), -1, np.int32)
     for i, (e, _) in enumerate(flat):
@@ -540,11 +559,21 @@ def _build(b: RecordBuilder) -> Record:
         sync=np.asarray([int(e.sync) for e, _ in flat], np.int32),
         uf_role=np.asarray([int(e.uf_role) for e, _ in flat], np.int32),
         flag_base=flag_base,
+        flag_scale=flag_scale,
+        flag_bits=flag_bits,
+        cross_base=cross_base,
+        cross_scale=cross_scale,
+        cross_ids=cross_ids,
+        id_traced=np.asarray([e.sync is not Sync.NONE and e.static_id is None for e, _ in flat], bool).reshape(n),
         channels=channels,
         read_valid=reads[1],
         write_valid=writes[1],
         read_span=reads[2],
         write_span=writes[2],
+        read_foot=reads[3],
+        write_foot=writes[3],
+        read_traced=reads[4],
+        write_traced=writes[4],
         queues=queues.astype(np.int32),
         qlist=qlist,
         qlen=qlen,
@@ -553,7 +582,6 @@ def _build(b: RecordBuilder) -> Record:
         atom_bytes=atom_bytes,
         atom_init=atom_init,
         uf_atom_blocks=uf_atom_blocks,
-        flag_triples=tuple(triples),
         channel_keys=tuple(keys),
         channel_alt=channel_alt,
         n_flag_ids=b.n_flag_ids,
@@ -565,11 +593,14 @@ def _build(b: RecordBuilder) -> Record:
 def _access_slots(layout: _Layout, first, prefix: str, write: bool):
     """The reads (or the writes) of every instance as slots: ``{prefix}_lo`` / ``_hi`` [N, R], the atom run
     of each access; ``_ok``: its choice was in range; ``_on``: it happens. Also the [N, R] slot-in-use mask
-    and, per slot, the most atoms a candidate covers (the control plane looks at that many)."""
+    and, per slot, the most atoms a candidate covers (the control plane looks at that many), and per
+    instance and slot the atoms all candidates together may cover (its footprint)."""
     n = layout.index.shape[0]
     of = [[a for a in e.accesses if a.write == write] for e in layout.entries]
     width = max(max((len(x) for x in of), default=0), 1)
     los, his, oks, ons, spans = [], [], [], [], []
+    foot = np.zeros((len(layout.entries), width, 2), np.int32)
+    traced = np.zeros((len(layout.entries), width), bool)
     for j in range(width):
         at = [x[j] if j < len(x) else None for x in of]
         tables = [[_atom_run(first, a.space, lo, hi) for lo, hi in a.ranges] if a else [] for a in at]
@@ -580,11 +611,56 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
         oks.append(ok | ~jnp.asarray(has))
         ons.append(layout.gather([a.when if a else True for a in at], bool))
         spans.append(max((hi - lo for t in tables for lo, hi in t), default=1))
+        for e, t in enumerate(tables):
+            if t:
+                foot[e, j] = (min(lo for lo, _ in t), max(hi for _, hi in t))
+                traced[e, j] = at[e].traced
     valid = np.asarray([[j < len(x) for j in range(width)] for x in of], bool).reshape(-1, width)[layout.entry]
     stack = lambda xs: jnp.stack(xs, 1).reshape(n, width)
     names = ("lo", "hi", "ok", "on")
     operands = {f"{prefix}_{name}": stack(col) for name, col in zip(names, (los, his, oks, ons))}
-    return operands, valid.reshape(n, width), tuple(spans)
+    return (
+        operands, valid.reshape(n, width), tuple(spans), foot[layout.entry].reshape(n, width, 2),
+        traced[layout.entry].reshape(n, width),
+    )  # fmt: skip
+
+
+def _flag_bits(entries, n_flag_ids: int):
+    """The flag bits the record uses and, per entry, (base, scale) of its bit. A (core, src, dst) triple whose
+    ids are all static gets one bit per id it uses; one with a traced id gets a block of every id."""
+    by_triple: dict = {}
+    for e in entries:
+        if e.flag_triple is not None:
+            by_triple.setdefault(e.flag_triple, set()).add(e.static_id)
+    bits, base = [], {}
+    for triple in sorted(by_triple, key=repr):
+        ids = by_triple[triple]
+        if None in ids:
+            base[triple] = len(bits)
+            bits.extend((triple, i) for i in range(n_flag_ids))
+        else:
+            for i in sorted(ids):
+                base[(triple, i)] = len(bits)
+                bits.append((triple, i))
+    of = {}
+    for e in entries:
+        if e.flag_triple is None:
+            of[id(e)] = (-1, 0)
+        elif e.flag_triple in base:
+            of[id(e)] = (base[e.flag_triple], 1)
+        else:
+            of[id(e)] = (base[(e.flag_triple, e.static_id)], 0)
+    return tuple(bits), of
+
+
+def _cross_ids(entries, n_cross_ids: int):
+    """The cross-core ids the record uses (all of them once any is traced) and, per entry, (base, scale)."""
+    cross = [e for e in entries if e.sync in (Sync.CROSS_SET, Sync.CROSS_WAIT)]
+    if any(e.static_id is None for e in cross):
+        return tuple(range(n_cross_ids)), {id(e): (0, 1) for e in entries}
+    ids = sorted({e.static_id for e in cross}) or [0]
+    index = {i: k for k, i in enumerate(ids)}
+    return tuple(ids), {id(e): (index.get(e.static_id, 0), 0) for e in entries}
 
 
 def _uf_operands(layout: _Layout, uf_cuts):

@@ -1,0 +1,196 @@
+"""The sanitizer, after the event loop: every access checked at once from the event log.
+
+The loop leaves, per executed instance, the step it started at, the step it completed at and
+its vector clock. That is all happens-before needs: ``a`` happens before ``b`` when ``b``'s
+clock has seen ``a``'s epoch (its own entry in its own clock). Each check is a vectorised pass:
+
+- **races**: every candidate pair of the tables (a write and another queue's access whose
+  footprints overlap) whose ranges really overlap and that neither orders; the hazard is the
+  order the bytes were really touched in (a read samples at its start, a write lands at its
+  completion), and the finding belongs to the later of the two;
+- **uninitialised reads**: bytes of no input that no write landed on before the read started;
+- **bounds**: a traced slot choice outside its candidates;
+- **event ids** outside the chip's range, and the **small-tile rule** on the M queue.
+
+Each check returns candidate finding rows: ``(valid, kind, inst, other, a, b, step)`` arrays,
+``step`` being the event that raised it (``_log`` keeps the first per kind and site).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ..core import RAW, SMALL_TILE, WAR, WAW, Finding
+from ._machine import END, START, Event, Machine, Plan, heads, ids_ok
+from ._tables import Static
+
+BIG = jnp.iinfo(jnp.int32).max
+
+
+def rows(valid, kind, inst, other, a, b, step) -> dict:
+    """Candidate finding rows, every field broadcast to one length."""
+    valid = jnp.asarray(valid, bool)
+    shape = valid.shape
+    cast = lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.int32), shape)
+    return dict(valid=valid, kind=cast(kind), inst=cast(inst), other=cast(other), a=cast(a), b=cast(b), step=cast(step))
+
+
+class Log:
+    """Per instance, from the events: the step it started and completed at (-1: never), the cycles, its
+    clock; and the sync finding each of its two events raised."""
+
+    def __init__(self, st: Static, events: Event):
+        n = st.n_instances
+        steps = jnp.arange(events.kind.shape[0], dtype=jnp.int32)
+
+        def step_of(kind):  # one scatter of one column per event kind; the rest is gathered from the events
+            at = jnp.where(events.kind == kind, events.inst, n)  # n: dropped
+            return jnp.full((n,), -1, jnp.int32).at[at].set(steps, mode="drop")
+
+        self.start_step, self.end_step = step_of(START), step_of(END)
+        s, e = jnp.clip(self.start_step, 0), jnp.clip(self.end_step, 0)
+        self.start_t = jnp.where(self.start_step >= 0, events.t[s], -1)
+        self.end_t = jnp.where(self.end_step >= 0, events.t[e], -1)
+        self.clock = events.clock[s]
+        self.start_finding = jnp.where(self.start_step[:, None] >= 0, events.finding[s], -1)
+        self.end_finding = jnp.where(self.end_step[:, None] >= 0, events.finding[e], -1)
+        self.epoch = jnp.take_along_axis(self.clock, st.queue[:, None], axis=1)[:, 0]
+        self.started = self.start_step >= 0
+        self.completed = self.end_step >= 0
+        # a zero with the scenario's batch axis: a static index plus it gathers per scenario. Under ``vmap``
+        # XLA:CPU lays a gather at an index with no batch axis out batch-minor and then transposes it.
+        self.zero = 0 * events.kind[0]
+
+    def index(self, idx):
+        """A static index, made per scenario (see ``zero``)."""
+        return jnp.asarray(idx) + self.zero
+
+
+class Accesses:
+    """Every used access slot of the tables' list, as this scenario ran it: its atom run, whether it happened,
+    and the step it touched its bytes at (a read at its start, a write at its completion)."""
+
+    def __init__(self, st: Static, op, log: Log):
+        flat, inst = log.index(st.acc_flat), log.index(st.acc_inst)
+        field = lambda name: jnp.concatenate([op[f"rd_{name}"].reshape(-1), op[f"wr_{name}"].reshape(-1)])[flat]
+        self.lo, self.hi, self.ok = field("lo"), field("hi"), field("ok")
+        self.step = jnp.where(st.acc_write, log.end_step[inst], log.start_step[inst])
+        self.on = field("on") & (self.step >= 0)  # the slot is used (listed), on, and got that far
+        self.live = self.on & self.ok
+
+
+def races(st: Static, log: Log, acc: Accesses) -> dict:
+    """Per instance of a candidate pair, its first race (the earliest of its events that found one)."""
+    w, o = st.pair_write, st.pair_other
+    wi, oi = st.acc_inst[w], st.acc_inst[o]
+    o_writes = st.acc_write[o]
+    q = st.n_queues
+    clock_wo, clock_ow = log.index(oi * q + st.queue[wi]), log.index(wi * q + st.queue[oi])
+    w, o, wi, oi = (log.index(x) for x in (w, o, wi, oi))
+    overlap = jnp.maximum(acc.lo[w], acc.lo[o]) < jnp.minimum(acc.hi[w], acc.hi[o])
+    clock, epoch = log.clock.reshape(-1), log.epoch
+    w_before_o = clock[clock_wo] >= epoch[wi]  # the other's clock has seen the write's epoch
+    o_before_w = clock[clock_ow] >= epoch[oi]
+    race = st.pair_valid & acc.live[w] & acc.live[o] & overlap & ~w_before_o & ~o_before_w
+    w_first = acc.step[w] < acc.step[o]  # the later of the two accesses finds the race
+    at_end = ~w_first | o_writes  # the reporter's event is a completion (its write landing)
+    # per reporter, its earliest event first (a start precedes its own completion), then the first pair
+    n_pairs = w.shape[0]
+    key = jnp.where(race, at_end * n_pairs + jnp.arange(n_pairs), BIG)
+    reporter = jnp.where(w_first, st.pair_reporter[:, 1], st.pair_reporter[:, 0])
+    # materialised first: XLA would otherwise recompute every gather above serially inside the scatter
+    key, reporter = jax.lax.optimization_barrier((key, reporter))
+    best = jnp.full(st.race_inst.shape, BIG, jnp.int32).at[reporter].min(key)
+    hit = best < BIG
+    p = jnp.where(hit, best % n_pairs, 0)
+    inst = log.index(st.race_inst)
+    hazard = jnp.where(o_writes[p], WAW, jnp.where(w_first[p], RAW, WAR))
+    step = jnp.where(best // n_pairs == 1, log.end_step[inst], log.start_step[inst])
+    other = jnp.where(w_first[p], wi[p], oi[p])
+    atom = jnp.maximum(acc.lo[w[p]], acc.lo[o[p]])
+    return rows(hit, Finding.RACE, inst, other, atom, hazard, step)
+
+
+def small_tile(st: Static, op, log: Log) -> dict:
+    """Two consecutive accumulating mmads over < 10 fp32 fractals need a PIPE_M barrier [semantics §2]:
+    one row per place of the M queue, its predecessor being the queue's previous enabled instruction."""
+    cur = log.index(jnp.clip(st.m_list, 0))
+    enabled = (st.m_list >= 0) & op["enable"][cur]
+    place = jnp.arange(st.m_list.shape[0])
+    before = jax.lax.cummax(jnp.where(enabled, place, -1))
+    prev_place = jnp.concatenate([jnp.full((1,), -1, before.dtype), before[:-1]])
+    prev = jnp.clip(st.m_list[jnp.clip(prev_place, 0)], 0)
+    key = op["wr_lo"][cur, 0]  # the L0C it writes
+    hit = enabled & (prev_place >= 0) & log.started[cur] & op["small_tile"][cur] & op["accumulate"][cur]
+    hit &= op["small_tile"][prev] & (op["wr_lo"][prev, 0] == key)
+    return rows(hit, Finding.RACE, cur, prev, key, SMALL_TILE, log.start_step[cur])
+
+
+def uninitialised(st: Static, acc: Accesses, log: Log) -> dict:
+    """Reads of bytes of no input that no write landed on before the read started (b: the read slot)."""
+    atoms = st.n_atoms
+    w, r = log.index(st.uninit_writes), log.index(st.uninit_reads)
+    idx = acc.lo[w][:, None] + jnp.arange(st.uninit_write_span)
+    on = acc.live[w][:, None] & (idx < acc.hi[w][:, None])
+    landed = (
+        jnp.full((atoms,), BIG, jnp.int32)
+        .at[jnp.where(on, idx, atoms)]
+        .min(jnp.broadcast_to(acc.step[w][:, None], idx.shape), mode="drop")
+    )  # per atom, the first step a write landed on it
+    idx = acc.lo[r][:, None] + jnp.arange(st.uninit_span)
+    safe = jnp.clip(idx, 0, atoms - 1)
+    on = acc.live[r][:, None] & (idx < acc.hi[r][:, None])
+    bad = on & ~st.atom_init[safe] & (landed[safe] > acc.step[r][:, None])
+    first = jnp.take_along_axis(idx, jnp.argmax(bad, axis=1)[:, None], axis=1)[:, 0]
+    return rows(jnp.any(bad, axis=1), Finding.UNINITIALIZED, st.acc_inst[r], -1, first, st.acc_slot[r], acc.step[r])
+
+
+def bounds(st: Static, acc: Accesses, log: Log) -> dict:
+    """Accesses whose traced slot choice lies outside their candidates (a: the slot, b: 0 read, 1 write)."""
+    a = log.index(st.bound_accs)
+    return rows(acc.on[a] & ~acc.ok[a], Finding.BOUNDS, st.acc_inst[a], -1, st.acc_slot[a], st.acc_write[a],
+                acc.step[a])  # fmt: skip
+
+
+def event_ids(st: Static, op, log: Log) -> dict:
+    """A sync instruction whose traced event id names no flag or counter of the chip."""
+    inst = log.index(st.id_inst)
+    eid, ok = ids_ok(st, op, inst)
+    return rows(log.started[inst] & ~ok, Finding.SYNC_ERROR, inst, -1, 0, eid, log.start_step[inst])
+
+
+def sync_events(st: Static, log: Log) -> dict:
+    """The findings the machine raised as it ran: double sets, merged signals, overflows (at a set's
+    completion) and mode mismatches (at a cross-core wait's start), one row per kind each can raise."""
+    inst = log.index(st.sync_inst)
+    found = jnp.where(st.sync_at_end[:, None], log.end_finding[inst], log.start_finding[inst])
+    step = jnp.where(st.sync_at_end, log.end_step[inst], log.start_step[inst])
+    return rows(found[:, 0] == st.sync_kind, st.sync_kind, inst, found[:, 1], found[:, 2], found[:, 3], step)
+
+
+def end_state(st: Static, m: Machine, pl: Plan, n_steps: int) -> dict:
+    """At the end: a deadlock (the first stuck head), else every bit, counter, barrier half and unit flag left set."""
+    has, head = heads(m, pl)
+    dead = m.stuck | ~m.done
+    deadlock = rows(dead[None], Finding.DEADLOCK, head[jnp.argmax(has)], -1, jnp.argmax(has), 0, n_steps)
+    c, e = m.count.shape
+    ring_first = m.ring_inst[jnp.arange(c)[:, None], jnp.arange(e)[None, :], m.ring_head]
+    left = [
+        (m.flag, m.flag_inst, 0, jnp.arange(m.flag.shape[0])),
+        (
+            ((m.count > 0) & st.channel_valid[:, None]).reshape(-1),
+            ring_first.reshape(-1),
+            1,
+            st.cross_ids[jnp.arange(c * e) % e],
+        ),
+        (m.half.reshape(-1), m.half_inst.reshape(-1), 2, st.cross_ids[jnp.arange(e * 2) // 2]),
+        (m.uf & st.uf_valid, m.uf_inst, 3, jnp.arange(m.uf.shape[0])),
+    ]
+    leftovers = [rows(~dead & held, Finding.LEFTOVER, jnp.clip(inst, 0), -1, what, which, n_steps)
+                 for held, inst, what, which in left]  # fmt: skip
+    return concat([deadlock, *leftovers])
+
+
+def concat(groups: list[dict]) -> dict:
+    return {k: jnp.concatenate([g[k] for g in groups]) for k in groups[0]}

@@ -1,0 +1,419 @@
+"""The block's sync hardware as an event loop: semantics §8, and nothing else.
+
+Each (core, pipe) is an in-order queue; the scalar unit issues in program order and stops only
+at fences (``PIPE_ALL``, every S instruction, and — as options — every wait, or every
+cross-core wait on chips where that blocks the whole core). Each step executes one event, in
+time order: a queue head *starts* once it is issued and what it waits for holds (it consumes
+the signal and acquires that signal's clock), and *completes* ``cycles`` later (its sets and
+unit-flag updates happen then). A state with unfinished instructions and no possible event is
+a deadlock.
+
+The loop carries only the machine: queue positions, flag bits, cross-core counters (FIFO
+rings, so each wait acquires its own set's clock), unit flags and one vector clock per queue.
+Each step emits one ``Event`` (which instance started or completed, when, its clock, and the
+sync finding of that moment, if any); what the accesses did is checked afterwards from the
+events, all at once (``_checks``). The loop is a ``lax.scan`` of a static length, so a sweep's
+``vmap`` carries no per-scenario predicate and the event log is written, not carried.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Int
+
+from ..core import AIV0, Finding
+from . import _onehot as hot
+from ._options import SyncLatency
+from ._record import UF_KEEP, UF_UPDATE, Sync, UnitFlagRole
+from ._tables import NEVER, Static
+
+#: Event kinds.
+IDLE, START, END = 0, 1, 2
+
+
+class Machine(eqx.Module):
+    """What the sync hardware holds for one scenario (sizes set by the record's resources)."""
+
+    # queues and issue
+    now: Int[Array, ""]
+    pos: Int[Array, " Q"]  # next unfinished instance of each queue (index into its list)
+    busy: Bool[Array, " Q"]  # the head has started and not completed
+    busy_end: Int[Array, " Q"]
+    free_t: Int[Array, " Q"]  # when the queue's last instruction completed
+    fence_pos: Int[Array, " 3"]  # next unfinished fence of each core
+    vc: Int[Array, "Q Q"]  # one vector clock per queue
+    # intra-core flag bits
+    flag: Bool[Array, " F"]
+    flag_t: Int[Array, " F"]
+    flag_clock: Int[Array, "F Q"]
+    flag_inst: Int[Array, " F"]
+    # cross-core counters: FIFO rings per (channel, id)
+    count: Int[Array, "C E"]
+    ring_head: Int[Array, "C E"]
+    ring_clock: Int[Array, "C E D Q"]
+    ring_t: Int[Array, "C E D"]
+    ring_inst: Int[Array, "C E D"]
+    ring_mode: Int[Array, "C E D"]
+    # the INTER_SUBBLOCK barrier's halves per id and AIV
+    half: Bool[Array, "E 2"]
+    half_clock: Int[Array, "E 2 Q"]
+    half_inst: Int[Array, "E 2"]
+    # unit flags per unit-flag atom of L0C
+    uf: Bool[Array, " U"]
+    uf_t: Int[Array, " U"]
+    uf_clock: Int[Array, "U Q"]
+    uf_inst: Int[Array, " U"]
+    stuck: Bool[Array, ""]  # no event is possible and instructions remain
+    done: Bool[Array, ""]  # every queue has drained
+
+
+class Event(eqx.Module):
+    """One step of the loop: what happened, to which instance, when, and the sync finding it raised."""
+
+    kind: Int[Array, ""]  # IDLE, START, END
+    inst: Int[Array, ""]
+    t: Int[Array, ""]
+    clock: Int[Array, " Q"]  # the queue's vector clock after the event
+    finding: Int[Array, " 4"]  # kind (-1: none), other instance, detail a, detail b
+
+
+class Col(enum.IntEnum):
+    """Columns of the per-instance table the loop reads: one row per instance, everything a step needs."""
+
+    SYNC = 0
+    CORE = 1
+    PIDX = 2
+    READER = 3  # a unit-flag reader (waits for 1, mode 3 clears)
+    WRITER = 4  # a unit-flag writer (waits for 0, mode 3 sets)
+    UF_ON = 5  # takes part in the unit-flag handshake (a role, mode 2 or 3, a valid block choice)
+    UF_UPDATE = 6  # and flips its blocks at completion (mode 3)
+    UF_LO = 7
+    UF_HI = 8
+    SLOT = 9  # its flag bit
+    COUNTER = 10  # its cross-core counter id
+    EVENT_ID = 11
+    ID_OK = 12  # the event id names a real flag or counter
+    CH0 = 13  # its cross-core channels (-1: none)
+    CH1 = 14
+    ALT = 15  # four other channels of a wait's receiver
+    FENCE = 19
+    MODE = 20
+    CYCLES = 21
+
+
+N_COLS = len(Col) + 3  # ALT spans four columns
+
+
+class Plan(eqx.Module):
+    """One scenario's issue order and per-instance table, made once before the loop.
+
+    A disabled instance (a loop iteration past its trip count, a flag pair switched off) is not in
+    the program, so it is not in its queue either."""
+
+    qlist: Int[Array, "Q L"]  # the enabled instances of every queue, in order
+    qlen: Int[Array, " Q"]
+    fences: Int[Array, "3 Fm"]  # program index of each core's enabled fences in order (NEVER padded)
+    table: Int[Array, "N K"]  # per instance, the columns of ``Col``
+
+
+def plan(st: Static, op: dict) -> Plan:
+    def compact(lists, fill):  # the enabled entries of each row, in order, then ``fill``
+        on = (lists >= 0) & op["enable"][jnp.clip(lists, 0)]
+        rank = jnp.cumsum(on, axis=1) - 1
+        width = lists.shape[1]
+        at = jnp.where(on, rank + width * jnp.arange(lists.shape[0])[:, None], lists.size)  # size: dropped
+        kept = jnp.full((lists.size,), fill, jnp.int32).at[at.reshape(-1)].set(lists.reshape(-1), mode="drop")
+        return kept.reshape(lists.shape), jnp.sum(on, axis=1).astype(jnp.int32)
+
+    qlist, qlen = compact(st.qlist, -1)
+    fences, _ = compact(st.fence_list, -1)
+    eid, ok = ids_ok(st, op, jnp.arange(st.n_instances))
+    mode = op["uf_mode"]
+    uf_on = (st.uf_role != UnitFlagRole.NONE) & ((mode == UF_KEEP) | (mode == UF_UPDATE)) & op["uf_ok"]
+    slot = jnp.clip(st.flag_base + st.flag_scale * jnp.clip(eid, 0, st.n_flag_ids - 1), 0, st.n_flags - 1)
+    counter = jnp.clip(st.cross_base + st.cross_scale * jnp.clip(eid, 0, st.n_cross_ids - 1), 0, st.n_counters - 1)
+    cols = {
+        Col.SYNC: st.sync, Col.CORE: st.core, Col.PIDX: st.pidx, Col.READER: st.uf_role == UnitFlagRole.READER,
+        Col.WRITER: st.uf_role == UnitFlagRole.WRITER, Col.UF_ON: uf_on, Col.UF_UPDATE: uf_on & (mode == UF_UPDATE),
+        Col.UF_LO: op["uf_lo"], Col.UF_HI: op["uf_hi"], Col.SLOT: slot, Col.COUNTER: counter, Col.EVENT_ID: eid,
+        Col.ID_OK: ok, Col.CH0: st.channels[:, 0], Col.CH1: st.channels[:, 1], Col.FENCE: st.fence, Col.MODE: op["mode"],
+        Col.CYCLES: jnp.maximum(op["cycles"], 0),
+    }  # fmt: skip
+    cols.update({Col.ALT + j: st.channel_alt[:, j] for j in range(4)})
+    table = jnp.stack([jnp.asarray(cols[c], jnp.int32) for c in range(N_COLS)], axis=1)
+    return Plan(qlist, qlen, jnp.where(fences >= 0, st.pidx[jnp.clip(fences, 0)], NEVER), table)
+
+
+def init_machine(st: Static) -> Machine:
+    """The machine before the kernel: every flag, counter and unit flag 0."""
+    q, f = st.n_queues, st.n_flags
+    c, e, d = st.channel_valid.shape[0], st.n_counters, st.depth
+    u = st.uf_valid.shape[0]
+    zi = lambda *s: jnp.zeros(s, jnp.int32)
+    neg = lambda *s: jnp.full(s, -1, jnp.int32)
+    return Machine(
+        now=zi(), pos=zi(q), busy=jnp.zeros(q, bool), busy_end=zi(q), free_t=zi(q), fence_pos=zi(3), vc=zi(q, q),
+        flag=jnp.zeros(f, bool), flag_t=zi(f), flag_clock=zi(f, q), flag_inst=neg(f),
+        count=zi(c, e), ring_head=zi(c, e), ring_clock=zi(c, e, d, q), ring_t=zi(c, e, d), ring_inst=neg(c, e, d),
+        ring_mode=neg(c, e, d),
+        half=jnp.zeros((e, 2), bool), half_clock=zi(e, 2, q), half_inst=neg(e, 2),
+        uf=jnp.zeros(u, bool), uf_t=zi(u), uf_clock=zi(u, q), uf_inst=neg(u),
+        stuck=jnp.asarray(False), done=jnp.asarray(False),
+    )  # fmt: skip
+
+
+def ids_ok(st: Static, op, h):
+    """The event id of instance ``h`` and whether it names a real flag or counter."""
+    eid = op["event_id"][h]
+    return eid, (eid >= 0) & (eid < jnp.where(st.sync[h] <= Sync.WAIT_FLAG, st.n_flag_ids, st.n_cross_ids))
+
+
+def _uf_mask(st: Static, row):
+    """[..., U] the unit-flag atoms of the row's block range."""
+    ar = jnp.arange(st.uf_valid.shape[0])
+    return (ar >= row[..., Col.UF_LO, None]) & (ar < row[..., Col.UF_HI, None])
+
+
+def heads(m: Machine, pl: Plan):
+    """Per queue: whether it has an instruction left, and its head (0 where none)."""
+    has = m.pos < pl.qlen
+    head = pl.qlist[jnp.arange(pl.qlist.shape[0]), jnp.clip(m.pos, 0, pl.qlist.shape[1] - 1)]
+    return has, jnp.where(has, head, 0)
+
+
+def _runnable(m: Machine, st: Static, pl: Plan, lat: SyncLatency, has, rows):
+    """Per queue: can its head (``rows``: the heads' table rows) start now, and at what time."""
+    sync, core, pidx, ok = rows[:, Col.SYNC], rows[:, Col.CORE], rows[:, Col.PIDX], rows[:, Col.ID_OK] > 0
+    issued = pidx <= pl.fences[core, jnp.clip(m.fence_pos[core], 0, pl.fences.shape[1] - 1)]
+    e = rows[:, Col.COUNTER, None]
+
+    # intra-core flag wait
+    slot = rows[:, Col.SLOT]
+    wait_flag_ok = ~ok | m.flag[slot]
+    wait_flag_t = jnp.where(ok, m.flag_t[slot] + lat.flag_cycles, 0)
+
+    # cross-core wait: every own channel holds a signal, or a mismatched one waits elsewhere
+    chans = rows[:, Col.CH0 : Col.CH1 + 1]  # [Q, 2]
+    cc = jnp.clip(chans, 0)
+    own_ok = jnp.all(jnp.where(chans >= 0, m.count[cc, e] > 0, True), axis=1)
+    alt = rows[:, Col.ALT : Col.ALT + 4]  # [Q, 4]
+    alt_have = jnp.any((alt >= 0) & (m.count[jnp.clip(alt, 0), e] > 0), axis=1)
+    ring_t = m.ring_t[cc, e, m.ring_head[cc, e]]
+    cross_ok = ~ok | own_ok | alt_have
+    cross_t = jnp.where(ok & own_ok, jnp.max(jnp.where(chans >= 0, ring_t, 0), axis=1), 0) + lat.cross_core_cycles
+
+    # unit flag: every block of the range has the value the instruction waits for
+    uf_on = rows[:, Col.UF_ON] > 0
+    mask = _uf_mask(st, rows)  # [Q, U]
+    want = (rows[:, Col.READER] > 0)[:, None]
+    uf_ok = ~uf_on | jnp.all(~mask | (m.uf[None, :] == want), axis=1)
+    uf_t = jnp.where(uf_on, jnp.max(jnp.where(mask, m.uf_t[None, :], 0), axis=1) + lat.unit_flag_cycles, 0)
+
+    # PIPE_ALL: every earlier instruction of the core has completed
+    q_pidx = jnp.where(has, pidx, NEVER)
+    earlier_pending = (st.queue_core[None, :] == core[:, None]) & (m.busy[None, :] | (q_pidx[None, :] < pidx[:, None]))
+    earlier_pending &= ~jnp.eye(st.n_queues, dtype=bool)
+    barrier_ok = ~jnp.any(earlier_pending, axis=1)
+
+    cond = jnp.select(
+        [sync == Sync.WAIT_FLAG, sync == Sync.CROSS_WAIT, sync == Sync.BARRIER_ALL], [wait_flag_ok, cross_ok, barrier_ok],
+        True,
+    ) & uf_ok  # fmt: skip
+    ready_t = jnp.select([sync == Sync.WAIT_FLAG, sync == Sync.CROSS_WAIT], [wait_flag_t, cross_t], 0)
+    runnable = has & ~m.busy & issued & cond
+    return runnable, jnp.maximum(jnp.maximum(m.now, m.free_t), jnp.maximum(ready_t, uf_t))
+
+
+def _finding(cands) -> jnp.ndarray:
+    """The first of ``(cond, kind, other, a, b)`` that holds, as a row (kind -1: none)."""
+    row = jnp.asarray([-1, -1, -1, -1], jnp.int32)
+    for cond, *fields in reversed(cands):
+        row = jnp.where(cond, jnp.stack([jnp.asarray(x, jnp.int32) for x in fields]), row)
+    return row
+
+
+def _complete(m: Machine, st: Static, row, q, h):
+    """Queue ``q``'s head ``h`` (table row ``row``) completes at ``m.now``: its sets and unit-flag updates happen."""
+    sync, ok, eid = row[Col.SYNC], row[Col.ID_OK] > 0, row[Col.EVENT_ID]
+    clock = m.vc[q]
+
+    # SetFlag: a bit already 1 is a double set and the second signal is lost
+    slot = row[Col.SLOT]
+    is_set = ok & (sync == Sync.SET_FLAG)
+    found = [(is_set & m.flag[slot], Finding.DOUBLE_SET, m.flag_inst[slot], slot, 0)]
+    take = is_set & ~m.flag[slot]
+    m = dataclasses.replace(
+        m,
+        flag=hot.put(m.flag, (slot,), True, take),
+        flag_t=hot.put(m.flag_t, (slot,), m.now, take),
+        flag_clock=hot.put(m.flag_clock, (slot,), clock, take),
+        flag_inst=hot.put(m.flag_inst, (slot,), h, take),
+    )
+    m = _cross_set(m, st, row, h, ok & (sync == Sync.CROSS_SET), clock, eid, found)
+
+    # unit flag: mode 3 flips the blocks at completion; the reset clears them all
+    reset = sync == Sync.UF_RESET
+    touched = ((row[Col.UF_UPDATE] > 0) & _uf_mask(st, row)) | reset
+    m = dataclasses.replace(
+        m,
+        uf=jnp.where(touched, (row[Col.WRITER] > 0) & ~reset, m.uf),
+        uf_t=jnp.where(touched, m.now, m.uf_t),
+        uf_clock=jnp.where(touched[:, None], clock[None, :], m.uf_clock),
+        uf_inst=jnp.where(touched, h, m.uf_inst),
+    )
+    m = dataclasses.replace(
+        m,
+        busy=hot.put(m.busy, (q,), False),
+        pos=hot.add(m.pos, (q,), 1),
+        free_t=hot.put(m.free_t, (q,), m.now),
+        fence_pos=hot.add(m.fence_pos, (row[Col.CORE],), row[Col.FENCE]),
+    )
+    return m, _finding(found)
+
+
+def _cross_set(m: Machine, st: Static, row, h, on, clock, eid, found):
+    e = row[Col.COUNTER]
+    chans = row[Col.CH0 : Col.CH1 + 1]
+    via_barrier = on & (chans[0] >= 0) & st.sub_channel[jnp.clip(chans[0], 0)]
+    # INTER_SUBBLOCK barrier: a half per AIV; once both are in, one signal to each AIV
+    k = jnp.clip(row[Col.CORE] - AIV0, 0, 1)
+    found.append((via_barrier & m.half[e, k], Finding.MERGED_SIGNAL, m.half_inst[e, k], eid, 0))
+    first_half = via_barrier & ~m.half[e, k]
+    half = hot.put(m.half, (e, k), True, first_half)
+    half_clock = hot.put(m.half_clock, (e, k), clock, first_half)
+    half_inst = hot.put(m.half_inst, (e, k), h, first_half)
+    both = first_half & half[e, 0] & half[e, 1]
+    joined = jnp.maximum(half_clock[e, 0], half_clock[e, 1])
+    m = dataclasses.replace(m, half=hot.put(half, (e,), False, both), half_clock=half_clock, half_inst=half_inst)
+    push = (on & ~via_barrier) | both
+    signal_clock = jnp.where(both, joined, clock)
+    kind = Finding.OVERFLOW if st.depth > 1 else Finding.MERGED_SIGNAL
+    for j in range(2):
+        c = chans[j]
+        active = push & (c >= 0)
+        cc = jnp.clip(c, 0)
+        full = m.count[cc, e] >= st.depth
+        last = m.ring_inst[cc, e, (m.ring_head[cc, e] + m.count[cc, e] - 1) % st.depth]
+        found.append((active & full, kind, last, eid, 0))
+        go = active & ~full
+        at = (m.ring_head[cc, e] + m.count[cc, e]) % st.depth
+        m = dataclasses.replace(
+            m,
+            count=hot.add(m.count, (cc, e), go),
+            ring_clock=hot.put(m.ring_clock, (cc, e, at), signal_clock, go),
+            ring_t=hot.put(m.ring_t, (cc, e, at), m.now, go),
+            ring_inst=hot.put(m.ring_inst, (cc, e, at), h, go),
+            ring_mode=hot.put(m.ring_mode, (cc, e, at), row[Col.MODE], go),
+        )
+    return m
+
+
+def _start(m: Machine, st: Static, row, q, start_t):
+    """Queue ``q``'s head (table row ``row``) starts: it consumes what it waited for and acquires its clock."""
+    sync, ok = row[Col.SYNC], row[Col.ID_OK] > 0
+    vc = hot.add(m.vc, (q, q), 1)
+    acquired = jnp.zeros_like(vc[q])
+
+    # WaitFlag: clear the bit, acquire its set's clock
+    slot = row[Col.SLOT]
+    is_wait = ok & (sync == Sync.WAIT_FLAG)
+    acquired = jnp.where(is_wait, jnp.maximum(acquired, m.flag_clock[slot]), acquired)
+    m = dataclasses.replace(m, flag=hot.put(m.flag, (slot,), False, is_wait))
+
+    # wait_cross_core: one signal from each own channel (FIFO), or a mismatched one from elsewhere
+    m, acquired, found = _cross_wait(m, st, row, ok & (sync == Sync.CROSS_WAIT), acquired)
+
+    # unit flag: acquire the clock of the flag writes it waited on
+    mask = _uf_mask(st, row)
+    acquired = jnp.where(
+        row[Col.UF_ON] > 0, jnp.maximum(acquired, jnp.max(jnp.where(mask[:, None], m.uf_clock, 0), axis=0)), acquired
+    )
+
+    # PIPE_ALL: the core's queues are idle; each now knows what all of them did
+    same_core = st.queue_core == row[Col.CORE]
+    joined = jnp.max(jnp.where(same_core[:, None], vc, 0), axis=0)
+    vc = jnp.where((sync == Sync.BARRIER_ALL) & same_core[:, None], jnp.maximum(vc, joined[None, :]), vc)
+    vc = jnp.where(hot.mask(vc.shape, (q,)), jnp.maximum(vc, acquired[None, :]), vc)
+    m = dataclasses.replace(
+        m,
+        vc=vc,
+        busy=hot.put(m.busy, (q,), True),
+        busy_end=hot.put(m.busy_end, (q,), start_t + row[Col.CYCLES]),
+    )
+    return m, _finding(found)
+
+
+def _cross_wait(m: Machine, st: Static, row, on, acquired):
+    e, eid = row[Col.COUNTER], row[Col.EVENT_ID]
+    chans = row[Col.CH0 : Col.CH1 + 1]
+    cc = jnp.clip(chans, 0)
+    own_ok = jnp.all(jnp.where(chans >= 0, m.count[cc, e] > 0, True))
+    alt = row[Col.ALT : Col.ALT + 4]
+    alt_has = (alt >= 0) & (m.count[jnp.clip(alt, 0), e] > 0)
+    mismatch_via_alt = on & ~own_ok & jnp.any(alt_has)
+    takes = [(chans[0], on & own_ok & (chans[0] >= 0)), (chans[1], on & own_ok & (chans[1] >= 0))]
+    takes.append((alt[jnp.argmax(alt_has)], mismatch_via_alt))
+    found = []
+    for c, active in takes:
+        cc = jnp.clip(c, 0)
+        head = m.ring_head[cc, e]
+        acquired = jnp.where(active, jnp.maximum(acquired, m.ring_clock[cc, e, head]), acquired)
+        mode_differs = m.ring_mode[cc, e, head] != row[Col.MODE]
+        found.append((active & mode_differs, Finding.SYNC_ERROR, m.ring_inst[cc, e, head], 1, eid))
+        m = dataclasses.replace(
+            m,
+            count=hot.add(m.count, (cc, e), -active.astype(jnp.int32)),
+            ring_head=hot.put(m.ring_head, (cc, e), (head + 1) % st.depth, active),
+        )
+    return m, acquired, found
+
+
+def _step(st: Static, pl: Plan, lat: SyncLatency, m: Machine):
+    """One event: the earliest completion, else the earliest start (completions first at equal times)."""
+    has, head = heads(m, pl)
+    rows = pl.table[head]  # [Q, K]: one gather per step for everything the step reads
+    runnable, start_t = _runnable(m, st, pl, lat, has, rows)
+    start_key = jnp.where(runnable, start_t, NEVER)
+    end_key = jnp.where(m.busy, m.busy_end, NEVER)
+    t_next = jnp.minimum(jnp.min(start_key), jnp.min(end_key))
+    any_end = jnp.any(end_key == t_next)
+    q = jnp.where(any_end, jnp.argmax(end_key == t_next), jnp.argmax(start_key == t_next))
+    idle = t_next >= NEVER
+    m = dataclasses.replace(m, now=jnp.where(idle, m.now, t_next))
+    h = head[q]
+    row = jnp.sum(jnp.where((jnp.arange(st.n_queues) == q)[:, None], rows, 0), axis=0)
+
+    def stop(m):
+        return dataclasses.replace(m, stuck=jnp.any(has)), jnp.full((4,), -1, jnp.int32)
+
+    branch = jnp.where(idle, 2, jnp.where(any_end, 0, 1))
+    m, found = jax.lax.switch(
+        branch, (lambda m: _complete(m, st, row, q, h), lambda m: _start(m, st, row, q, t_next), stop), m
+    )
+    m = dataclasses.replace(m, done=m.stuck | jnp.all(m.pos >= pl.qlen))
+    kind = jnp.where(idle, IDLE, jnp.where(any_end, END, START))
+    return m, Event(kind, h, m.now, m.vc[q], found)
+
+
+def _idle(m: Machine):
+    q = m.vc.shape[0]
+    z = jnp.asarray(0, jnp.int32)
+    return m, Event(jnp.asarray(IDLE, jnp.int32), z, m.now, jnp.zeros((q,), jnp.int32), jnp.full((4,), -1, jnp.int32))
+
+
+def execute(st: Static, pl: Plan, lat: SyncLatency) -> tuple[Machine, Event]:
+    """Run the machine to the end (or to a deadlock); returns its final state and one event per step.
+
+    Every executed instance starts once and completes once, so ``2 N`` steps always suffice;
+    the steps after the end are idle (skipped on one scenario, masked under ``vmap``).
+    """
+
+    def body(m, _):
+        return jax.lax.cond(m.done, _idle, lambda m: _step(st, pl, lat, m), m)
+
+    return jax.lax.scan(body, init_machine(st), None, length=2 * st.n_instances)

@@ -1,0 +1,286 @@
+"""The record's template as the control plane reads it: NumPy tables padded to size buckets.
+
+Padding to buckets lets one compiled program serve every record of similar size: the tables
+are traced arrays, and only the bucketed sizes are static. Built once per template and
+options (cached), turned into JAX arrays at each call so that no array outlives a trace.
+
+Besides the queues and sync resources, the tables hold the candidate conflict pairs: every
+(write, access) pair of two queues whose footprints overlap. Footprints are static (tiles
+and windows are static; a traced slot choice picks among known candidates), so which pairs
+can ever conflict is known now and the race check after the event loop looks at those only.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Int
+
+from ..core import AIC, Finding, Pipe, gpipe
+from ._options import ControlOptions
+from ._record import SUB, Sync, Template
+
+#: Pending signals one cross-core counter holds on a counter chip (the 16th overflows) [semantics §8].
+COUNTER_DEPTH = 15
+NEVER = np.int32(2**30)  # a time no event reaches
+#: The checks' groups of static finding rows, in the order the log concatenates them.
+ROW_GROUPS = ("races", "small_tile", "sync_events", "event_ids", "uninitialised", "bounds")
+
+
+class Static(eqx.Module):
+    """The padded template: traced arrays plus the few sizes that are static."""
+
+    entry: Int[Array, " N"]
+    core: Int[Array, " N"]
+    queue: Int[Array, " N"]
+    pidx: Int[Array, " N"]
+    sync: Int[Array, " N"]
+    uf_role: Int[Array, " N"]
+    flag_base: Int[Array, " N"]
+    flag_scale: Int[Array, " N"]
+    cross_base: Int[Array, " N"]
+    cross_scale: Int[Array, " N"]
+    cross_ids: Int[Array, " E"]  # the event id of each counter id
+    channels: Int[Array, "N 2"]
+    channel_alt: Int[Array, "N 4"]
+    fence: Bool[Array, " N"]
+    qlist: Int[Array, "Q L"]  # instances of each queue in order (-1 padding)
+    queue_core: Int[Array, " Q"]
+    fence_list: Int[Array, "3 Fm"]  # instances that are fences, per core in program order (-1 padding)
+    atom_init: Bool[Array, " A"]
+    uf_valid: Bool[Array, " U"]
+    channel_valid: Bool[Array, " C"]
+    sub_channel: Bool[Array, " C"]  # an INTER_SUBBLOCK barrier channel
+    # every used access slot: reads first, then writes (index into the operands' reads and writes, concatenated)
+    acc_flat: Int[Array, " M"]
+    acc_inst: Int[Array, " M"]
+    acc_slot: Int[Array, " M"]
+    acc_write: Bool[Array, " M"]
+    # candidate conflict pairs: a write access and another queue's access whose footprints overlap
+    pair_write: Int[Array, " P"]  # access index
+    pair_other: Int[Array, " P"]
+    pair_valid: Bool[Array, " P"]
+    race_inst: Int[Array, " Nr"]  # instances that appear in a pair
+    pair_reporter: Int[Array, "P 2"]  # index into race_inst of the write's and the other's instance
+    # which accesses the other checks look at
+    uninit_reads: Int[Array, " Mu"]  # reads whose footprint holds bytes of no input
+    uninit_writes: Int[Array, " Mw"]  # writes that may land on such bytes
+    bound_accs: Int[Array, " Mb"]  # accesses with a traced slot choice
+    id_inst: Int[Array, " Mi"]  # sync instructions with a traced event id
+    sync_inst: Int[Array, " Ms"]  # per finding a sync effect can raise: the instruction, the finding,
+    sync_kind: Int[Array, " Ms"]  # and whether its completion (a set) or its start (a cross-core wait) raises it
+    sync_at_end: Bool[Array, " Ms"]
+    m_list: Int[Array, " L"]  # the AIC's M queue (-1 padding; all -1 when the record has none)
+    # the finding log: the (kind, site) segments of the rows above, most severe first, split around LEFTOVER
+    seg_major: Int[Array, "S1 D1"]  # rows of each segment of a kind before LEFTOVER (sentinel padded)
+    seg_minor: Int[Array, "S2 D2"]  # and after it
+    n_flags: int = eqx.field(static=True)
+    n_entries: int = eqx.field(static=True)
+    n_flag_ids: int = eqx.field(static=True)
+    n_cross_ids: int = eqx.field(static=True)
+    depth: int = eqx.field(static=True)  # ring depth
+    m_queue: int = eqx.field(static=True)  # index of the M queue (-1: none)
+    uninit_span: int = eqx.field(static=True)  # the most atoms one listed read covers
+    uninit_write_span: int = eqx.field(static=True)
+    n_read_slots: int = eqx.field(static=True)
+    n_write_slots: int = eqx.field(static=True)
+
+    @property
+    def n_instances(self) -> int:
+        return self.entry.shape[0]
+
+    @property
+    def n_queues(self) -> int:
+        return self.qlist.shape[0]
+
+    @property
+    def n_atoms(self) -> int:
+        return self.atom_init.shape[0]
+
+    @property
+    def n_counters(self) -> int:
+        return self.cross_ids.shape[0]
+
+
+def bucket(n: int, floor: int) -> int:
+    """``n`` rounded up to a power of two (at least ``floor``): records of similar size share one compile."""
+    return max(floor, 1 << max(int(n) - 1, 0).bit_length())
+
+
+def _pad(x, shape, fill):
+    out = np.full(shape, fill, np.asarray(x).dtype)
+    out[tuple(slice(0, d) for d in np.shape(x))] = x
+    return out
+
+
+def static(t: Template, options: ControlOptions) -> Static:
+    """The padded tables as JAX arrays (made here, at the call, so that no array outlives a trace)."""
+    return jax.tree.map(jnp.asarray, tables(t, options))
+
+
+@functools.lru_cache(maxsize=64)  # one set of padded tables per record and options, not one per call
+def tables(t: Template, options: ControlOptions) -> Static:
+    """The template padded to its size bucket, with the options folded in (NumPy, on the host)."""
+    n, q = bucket(t.n_instances, 16), bucket(t.n_queues, 4)
+    length = bucket(t.qlist.shape[1], 8)
+    n_channels, n_uf = max(len(t.channel_keys), 1), bucket(t.uf_atom_blocks.shape[0], 1)
+    pipe_of = t.queues[t.queue] % len(Pipe)
+    sync = t.sync
+    fence = (sync == Sync.BARRIER_ALL) | (pipe_of == int(Pipe.S))
+    if options.wait_blocks_issue:
+        fence |= (sync == Sync.WAIT_FLAG) | (sync == Sync.CROSS_WAIT)
+    if options.cross_wait_blocks_core:
+        fence |= sync == Sync.CROSS_WAIT
+    per_core = [np.flatnonzero((t.core == c) & fence) for c in range(3)]  # instances are in program order per core
+    fence_list = np.full((3, bucket(max(p.size for p in per_core) + 1, 4)), -1, np.int32)
+    for c, p in enumerate(per_core):
+        fence_list[c, : p.size] = p
+    nu = t.uf_atom_blocks.shape[0]
+    m_queue = [i for i, g in enumerate(t.queues) if int(g) == gpipe(AIC, Pipe.M)]
+    m_list = _pad(t.qlist[m_queue[0]] if m_queue else np.full(1, -1, np.int32), length, -1)
+    acc = _accesses(t, n)
+    pairs = _pairs(t, acc)
+    n_pairs = bucket(len(pairs), 16)
+    race_inst, reporter = np.unique(acc["inst"][pairs].reshape(-1), return_inverse=True)
+    reporter = reporter.reshape(-1, 2)
+    uninit_reads, uninit_writes = _uninit(t, acc)
+    bound_accs, id_inst = np.flatnonzero(acc["traced"]), np.flatnonzero(t.id_traced)
+    sync_rows = _sync_rows(t, options)
+    listed = lambda x, floor=1: _pad(x, bucket(len(x), floor), 0)
+    valid = lambda x, floor=1: _pad(np.ones(len(x), bool), bucket(len(x), floor), False)
+    groups = {  # every static finding row: (its instance, its kind) per group, the row count padded
+        "races": (race_inst, Finding.RACE, bucket(len(race_inst), 16)),
+        "small_tile": (m_list, Finding.RACE, length),
+        "sync_events": (sync_rows[0], sync_rows[1], bucket(len(sync_rows[0]), 1)),
+        "event_ids": (id_inst, Finding.SYNC_ERROR, bucket(len(id_inst), 1)),
+        "uninitialised": (acc["inst"][uninit_reads], Finding.UNINITIALIZED, bucket(len(uninit_reads), 1)),
+        "bounds": (acc["inst"][bound_accs], Finding.BOUNDS, bucket(len(bound_accs), 1)),
+    }
+    seg_major, seg_minor = _segments(t, [groups[g] for g in ROW_GROUPS])
+    spans = {False: t.read_span, True: t.write_span}
+    span = lambda idx: bucket(max((spans[bool(acc["write"][i])][acc["slot"][i]] for i in idx), default=1), 1)
+    m = bucket(acc["inst"].size, 16)
+    return Static(
+        entry=_pad(t.entry, n, 0), core=_pad(t.core, n, 0), queue=_pad(t.queue, n, 0), pidx=_pad(t.pidx, n, NEVER),
+        sync=_pad(t.sync, n, 0), uf_role=_pad(t.uf_role, n, 0), flag_base=_pad(t.flag_base, n, -1),
+        flag_scale=_pad(t.flag_scale, n, 0), cross_base=_pad(t.cross_base, n, 0),
+        cross_scale=_pad(t.cross_scale, n, 0), cross_ids=np.asarray(t.cross_ids, np.int32),
+        channels=_pad(t.channels, (n, 2), -1), channel_alt=_pad(t.channel_alt, (n, 4), -1),
+        fence=_pad(fence, n, False), qlist=_pad(t.qlist, (q, length), -1),
+        queue_core=_pad(t.queues // len(Pipe), q, 0), fence_list=fence_list,
+        atom_init=_pad(t.atom_init, bucket(t.n_atoms, 8), False), uf_valid=_pad(np.ones(nu, bool), n_uf, False),
+        channel_valid=_pad(np.ones(len(t.channel_keys), bool), n_channels, False),
+        sub_channel=_pad(np.asarray([k[1] == SUB for k in t.channel_keys], bool), n_channels, False),
+        acc_flat=_pad(acc["flat"], m, 0), acc_inst=_pad(acc["inst"], m, 0), acc_slot=_pad(acc["slot"], m, 0),
+        acc_write=_pad(acc["write"], m, False),
+        pair_write=listed(pairs[:, 0], 16), pair_other=listed(pairs[:, 1], 16), pair_valid=valid(pairs, 16),
+        race_inst=listed(race_inst, 16), pair_reporter=_pad(reporter, (n_pairs, 2), 0),
+        uninit_reads=listed(uninit_reads), uninit_writes=listed(uninit_writes),
+        bound_accs=listed(bound_accs), id_inst=listed(id_inst),
+        sync_inst=listed(sync_rows[0]), sync_kind=listed(sync_rows[1]), sync_at_end=listed(sync_rows[2]),
+        m_list=m_list, seg_major=seg_major, seg_minor=seg_minor,
+        n_flags=bucket(len(t.flag_bits), 4), n_entries=bucket(len(t.entries), 16),
+        n_flag_ids=t.n_flag_ids, n_cross_ids=t.n_cross_ids, depth=COUNTER_DEPTH if options.counter_chip else 1,
+        m_queue=m_queue[0] if m_queue else -1,
+        uninit_span=span(uninit_reads), uninit_write_span=span(uninit_writes),
+        n_read_slots=bucket(t.read_valid.shape[1], 1), n_write_slots=bucket(t.write_valid.shape[1], 1),
+    )  # fmt: skip
+
+
+def _accesses(t: Template, n: int) -> dict:
+    """Every used access slot, reads then writes: its instance, slot, footprint, and flat operand index.
+
+    The flat index addresses the reads' [n, Rr] operands followed by the writes' [n, Rw] (padded sizes)."""
+    rr, rw = bucket(t.read_valid.shape[1], 1), bucket(t.write_valid.shape[1], 1)
+    parts = []
+    for valid, foot, traced, width, base, write in (
+        (t.read_valid, t.read_foot, t.read_traced, rr, 0, False),
+        (t.write_valid, t.write_foot, t.write_traced, rw, n * rr, True),
+    ):
+        inst, slot = np.nonzero(valid)
+        parts.append(dict(
+            inst=inst, slot=slot, lo=foot[inst, slot, 0], hi=foot[inst, slot, 1], traced=traced[inst, slot],
+            write=np.full(inst.size, write), flat=base + inst * width + slot,
+        ))  # fmt: skip
+    acc = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    acc["queue"] = t.queue[acc["inst"]] if acc["inst"].size else acc["inst"]
+    for k in ("inst", "slot", "lo", "hi", "flat"):
+        acc[k] = acc[k].astype(np.int32)
+    return acc
+
+
+def _pairs(t: Template, acc: dict) -> np.ndarray:
+    """[P, 2] (write access, other access): every pair of accesses on two queues, at least one a write, whose
+    footprints overlap. A write-write pair is listed once."""
+    w = np.flatnonzero(acc["write"])
+    lo, hi, queue = acc["lo"], acc["hi"], acc["queue"]
+    hit = (lo[w][:, None] < hi[None, :]) & (lo[None, :] < hi[w][:, None]) & (queue[w][:, None] != queue[None, :])
+    hit &= ~acc["write"][None, :] | (w[:, None] < np.arange(lo.size)[None, :])
+    a, b = np.nonzero(hit)
+    return np.stack([w[a], b], axis=1).astype(np.int32).reshape(-1, 2)
+
+
+def _uninit(t: Template, acc: dict):
+    """The reads whose footprint holds bytes of no input, and the writes that may land on those bytes."""
+    not_init = np.concatenate([[0], np.cumsum(~t.atom_init)])  # prefix counts of atoms holding no input
+    reads = np.flatnonzero(~acc["write"] & (not_init[acc["hi"]] > not_init[acc["lo"]]))
+    w = np.flatnonzero(acc["write"])
+    lo, hi = acc["lo"], acc["hi"]
+    near = (lo[w][:, None] < hi[reads][None, :]) & (lo[reads][None, :] < hi[w][:, None])
+    return reads.astype(np.int32), w[np.any(near, axis=1)].astype(np.int32)
+
+
+def _sync_rows(t: Template, options: ControlOptions):
+    """Per finding a sync effect can raise: (instance, kind, raised at completion)."""
+    rows = []
+    for i, sync in enumerate(t.sync):
+        if sync == Sync.SET_FLAG:
+            rows.append((i, Finding.DOUBLE_SET, True))
+        elif sync == Sync.CROSS_SET:
+            rows.append((i, Finding.MERGED_SIGNAL, True))
+            if options.counter_chip:
+                rows.append((i, Finding.OVERFLOW, True))
+        elif sync == Sync.CROSS_WAIT:
+            rows.append((i, Finding.SYNC_ERROR, False))
+    inst, kind, at_end = (np.asarray(c, dtype) for c, dtype in zip(zip(*rows) if rows else ((), (), ()),
+                                                                   (np.int32, np.int32, bool)))  # fmt: skip
+    return inst, kind, at_end
+
+
+def _members(group: np.ndarray, n_groups: int) -> np.ndarray:
+    """[n_groups, D] the items of each group (``group[i]``: item i's group, -1: none), padded with len(group)."""
+    order = np.flatnonzero(group >= 0)
+    order = order[np.argsort(group[order], kind="stable")]
+    counts = np.bincount(group[order], minlength=n_groups) if order.size else np.zeros(n_groups, np.int64)
+    out = np.full((n_groups, max(int(counts.max(initial=0)), 1)), len(group), np.int32)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    for g in range(n_groups):
+        out[g, : counts[g]] = order[starts[g] : starts[g] + counts[g]]
+    return out
+
+
+def _segments(t: Template, groups: list):
+    """The (kind, site) segments of the static rows, sorted by kind then site, as member tables: one for the
+    kinds more severe than LEFTOVER, one for the others. Padding rows are in no segment."""
+    inst, kind, row = [], [], 0
+    for members, k, padded in groups:
+        real = np.asarray(members) >= 0
+        inst.append(np.where(real, members, -1))
+        kind.append(np.broadcast_to(np.asarray(k, np.int64), real.shape))
+        inst.append(np.full(padded - real.size, -1))
+        kind.append(np.zeros(padded - real.size, np.int64))
+        row += padded
+    inst, kind = np.concatenate(inst), np.concatenate(kind)
+    entry = np.where(inst >= 0, t.entry[np.clip(inst, 0, None)] if t.n_instances else 0, 0)
+    key = np.where(inst >= 0, kind * (len(t.entries) + 1) + entry, -1)
+    used = np.unique(key[key >= 0])
+    group = np.where(key >= 0, np.searchsorted(used, key), -1)
+    members = _members(group, len(used))
+    major = used // (len(t.entries) + 1) < Finding.LEFTOVER
+    shape = lambda m: (bucket(m.shape[0], 4), bucket(m.shape[1], 1))
+    split = [members[major], members[~major]]
+    return tuple(_pad(m, shape(m), row) for m in split)
