@@ -21,6 +21,7 @@ import dataclasses
 import enum
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -118,8 +119,9 @@ class RecordBuilder:
         self.spaces: list[Space] = []
         self._root: list = []
         self._items = self._root
-        self._loops: list[tuple[int, int, object]] = []  # (loop id, trip_max, enable array) of open loops
+        self._loops: list[tuple[int, int, object]] = []  # (loop id, trip_max, enable) of open loops
         self._n_loops = 0
+        self._scans = 0  # open ``scan`` bodies (inside one, operands are per iteration and enables scalars)
         self.core = AIC
 
     # --- structure ------------------------------------------------------------------------
@@ -156,6 +158,8 @@ class RecordBuilder:
         trip_max = int(trip_max)
         if trip_max < 0:
             raise ValueError(f"a loop runs a non-negative number of times, got trip_max={trip_max}")
+        if self._scans:
+            raise ValueError("an array loop cannot be recorded inside a scan body: use builder.scan for the inner loop")
         depth = len(self._loops)
         shape = (1,) * depth + (trip_max,)
         index = jnp.arange(trip_max, dtype=jnp.int32).reshape(shape)
@@ -173,6 +177,47 @@ class RecordBuilder:
         finally:
             self._loops.pop()
             self._items = outer
+
+    def scan(self, body, carry, trip_max: int, trip=None):
+        """A loop whose body also computes data: ``body(carry, i) -> carry`` runs under ``lax.scan``.
+
+        The instructions the body records are the loop's entries, traced once; their operands
+        (per iteration inside the body) come out of the scan stacked, as ``loop`` would give them.
+        Iterations at or past ``trip`` (an int or a traced scalar, at most ``trip_max``) are
+        disabled and leave ``carry`` as it was. Scans nest; an array ``loop`` may not sit inside
+        one, nor a scan inside an array loop. Returns the final carry.
+        """
+        trip_max = int(trip_max)
+        if trip_max < 0:
+            raise ValueError(f"a loop runs a non-negative number of times, got trip_max={trip_max}")
+        if len(self._loops) > self._scans:
+            raise ValueError("a scan cannot be recorded inside an array loop: use builder.scan for both")
+        trip = trip_max if trip is None else jnp.asarray(trip, jnp.int32)
+        outer = self._enable()
+        node = _Loop(trip_max, [])
+        self._items.append(node)
+        lid = self._n_loops
+        self._n_loops += 1
+
+        def step(c, i):
+            node.items.clear()  # the body is traced once; a retrace records it afresh
+            on = outer & (i < trip)
+            items, self._items = self._items, node.items
+            self._loops.append((lid, trip_max, on))
+            self._scans += 1
+            try:
+                new = body(c, i)
+            finally:
+                self._scans -= 1
+                self._loops.pop()
+                self._items = items
+            kept = jax.tree.map(lambda a, b: jnp.where(on, a, b), new, c)
+            return kept, [_dynamic(e) for e in _entries(node.items, [])]
+
+        carry, stacked = jax.lax.scan(step, carry, jnp.arange(trip_max, dtype=jnp.int32))
+        for e, values in zip(_entries(node.items, []), stacked):
+            _set_dynamic(e, values)
+        return carry
 
     # --- instructions ---------------------------------------------------------------------
 
@@ -399,6 +444,29 @@ class Record(eqx.Module):
 
     template: Template = eqx.field(static=True)
     operands: dict
+
+
+def _dynamic(e: _Entry) -> dict:
+    """An entry's per-iteration values: its operands, and its accesses' traced choices and conditions."""
+    out = {f"op:{k}": jnp.asarray(v) for k, v in e.operands.items()}
+    for j, a in enumerate(e.accesses):
+        if a.traced:
+            out[f"choice:{j}"] = jnp.asarray(a.choice, jnp.int32)
+        if not isinstance(a.when, bool):
+            out[f"when:{j}"] = jnp.asarray(a.when, bool)
+    return out
+
+
+def _set_dynamic(e: _Entry, values: dict) -> None:
+    """Put an entry's values, stacked by a scan, back in place of the body's tracers."""
+    for key, v in values.items():
+        kind, name = key.split(":")
+        if kind == "op":
+            e.operands[name] = v
+        elif kind == "choice":
+            e.accesses[int(name)].choice = v
+        else:
+            e.accesses[int(name)].when = v
 
 
 def _flatten(items, path, out):
