@@ -57,10 +57,9 @@ def _batch(xs) -> np.ndarray:
 def test_float_casts_match_reference(dtype, data):
     big = float(ml_dtypes.finfo(FLOATS[dtype]).max)
     lim = float(np.float32(min(1.2 * big, float(np.finfo(np.float32).max))))
-    # float32 subnormals are left out: XLA flushes them to zero (docs/numerics.md)
-    near = st.floats(min_value=-lim, max_value=lim, width=32, allow_subnormal=False)
-    special = st.sampled_from([np.inf, -np.inf, np.nan, big, -big, 0.0, -0.0])
-    anything = st.floats(width=32, allow_subnormal=False)
+    near = st.floats(min_value=-lim, max_value=lim, width=32)
+    special = st.sampled_from([np.inf, -np.inf, np.nan, big, -big, 0.0, -0.0, 1e-39, -1e-40])  # with subnormals
+    anything = st.floats(width=32)
     x = _batch(data.draw(st.lists(near | special | anything, min_size=1, max_size=BATCH)))
     for sat in (True, False):
         got = np.asarray(cast(x, dtype, saturate=sat))
@@ -170,3 +169,12 @@ def test_device_bytes_errors_with_good_twins():
         from_device_bytes(b"\x00" * 4, "float16", 3)
     with pytest.raises(ValueError, match=r"packs into 1.5 bytes"):
         from_device_bytes(b"\x00\x00", "float4_e2m1fn", 3)
+
+
+@pytest.mark.parametrize("sat", [True, False])
+def test_float32_subnormals_cast_to_bfloat16_as_ml_dtypes_does_in_both_modes(sat):
+    bits = np.random.default_rng(7).integers(1, 0x00800000, BATCH, dtype=np.uint32)  # every one a subnormal
+    x = (bits | (np.arange(BATCH, dtype=np.uint32) % 2 << 31)).view(np.float32)
+    got = np.asarray(cast(x, "bfloat16", saturate=sat))
+    np.testing.assert_array_equal(_bits(got), _bits(x.astype(ml_dtypes.bfloat16)))
+    assert np.count_nonzero(got.astype(np.float32)) > BATCH // 2  # not flushed to zero

@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -440,3 +441,40 @@ def test_grad_through_a_vector_kernel():
     value, grad = jax.value_and_grad(loss)(x)
     np.testing.assert_allclose(float(value), float(np.sum(3 * np.exp(np.asarray(x, np.float64)))), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(grad), 3 * np.exp(np.asarray(x, np.float64)), rtol=1e-5)
+
+
+def _bf16_ref(x: np.ndarray, mode: RoundMode) -> np.ndarray:
+    """f32 -> bf16 with ``mode``, exactly: neighbours from ml_dtypes, distances in float64 (exact here)."""
+    t = ml_dtypes.bfloat16
+    wide = x.astype(np.float64)
+    near = x.astype(t)
+    back = near.astype(np.float64)
+    down = np.where(back > wide, np.nextafter(near, t(-np.inf)), near).astype(t)
+    up = np.where(back < wide, np.nextafter(near, t(np.inf)), near).astype(t)
+    if mode is RoundMode.CAST_FLOOR:
+        return down
+    if mode is RoundMode.CAST_CEIL:
+        return up
+    if mode is RoundMode.CAST_TRUNC:
+        return np.where(wide >= 0, down, up).astype(t)
+    d_lo, d_hi = wide - down.astype(np.float64), up.astype(np.float64) - wide  # CAST_ROUND: ties away from 0
+    away = np.where(wide >= 0, up, down)
+    return np.where(back == wide, near, np.where(d_lo < d_hi, down, np.where(d_hi < d_lo, up, away))).astype(t)
+
+
+@pytest.mark.parametrize(
+    "mode", [RoundMode.CAST_ROUND, RoundMode.CAST_FLOOR, RoundMode.CAST_CEIL, RoundMode.CAST_TRUNC], ids=str
+)
+def test_round_cast_to_bfloat16_is_exact_for_tiny_and_subnormal_float32(mode):
+    from ascjax.ops.vector import round_cast
+
+    rng = np.random.default_rng(3)
+    tiny = rng.integers(0, 0x04000000, 2048, dtype=np.uint32)  # |x| < 2^-119: subnormals and the lowest binades
+    ties = (tiny[:512] & np.uint32(0xFFFF0000)) | np.uint32(0x8000)  # exactly halfway between two bf16 values
+    bits = np.concatenate([tiny, ties])
+    bits |= (np.arange(bits.size, dtype=np.uint32) % 2) << 31
+    x = np.concatenate([bits.view(np.float32), np.float32([-3.132981e-37, 3.132981e-37])])
+    got = np.asarray(jax.jit(lambda v: round_cast(v, jnp.bfloat16, mode))(jnp.asarray(x)))
+    want = _bf16_ref(x, mode)
+    bad = np.flatnonzero(got.view(np.uint16) != want.view(np.uint16))
+    assert not bad.size, [(float(x[i]), float(got[i]), float(want[i])) for i in bad[:5]]

@@ -69,6 +69,13 @@ def _to_int(x, dtype: str):
     return jnp.where(hi, info.max, jnp.where(lo, info.min, out)).astype(_INTS[dtype])
 
 
+def order_key(f) -> jax.Array:
+    """float32 values as int32 keys that order like the floats (-0 just below +0), subnormals included:
+    XLA on CPU treats float32 subnormals as 0 in float comparisons and min/max, not in integer ones."""
+    bits = jax.lax.bitcast_convert_type(jnp.asarray(f, jnp.float32), jnp.int32)
+    return bits ^ ((bits >> 31) & jnp.int32(0x7FFFFFFF))
+
+
 def cast(x, dtype: str, *, saturate=True, rounding: str | None = None) -> jax.Array:
     """float32 (or int32) values -> ``dtype`` storage (HiF8: uint8 codes), CTRL[48] mode ``saturate``.
 
@@ -81,8 +88,12 @@ def cast(x, dtype: str, *, saturate=True, rounding: str | None = None) -> jax.Ar
     x = jnp.asarray(x).astype(jnp.float32)
     if dtype == "hifloat8":
         return hifloat8.encode(x, saturate=saturate, rounding=rounding)
-    big = max_finite(dtype)
-    sat = jnp.where(jnp.isnan(x), 0.0, jnp.clip(x, -big, big))
+    big = jnp.float32(max_finite(dtype))
+    # clipped on the bit patterns: XLA turns a float clip into min/max, which flush float32 subnormals on CPU
+    key, bits = order_key(x), jax.lax.bitcast_convert_type(x, jnp.int32)
+    as_bits = lambda v: jax.lax.bitcast_convert_type(v, jnp.int32)
+    clipped = jnp.where(key > order_key(big), as_bits(big), jnp.where(key < order_key(-big), as_bits(-big), bits))
+    sat = jnp.where(jnp.isnan(x), 0.0, jax.lax.bitcast_convert_type(clipped, jnp.float32))
     y = jnp.where(jnp.asarray(saturate), sat, x).astype(_FLOATS[dtype])
     if dtype.startswith("float8"):  # one NaN code (0x7F), whatever the sign
         codes = jax.lax.bitcast_convert_type(y, jnp.uint8)

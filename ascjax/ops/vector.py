@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import enum
 
+import jax
 import jax.numpy as jnp
 
 from .. import dtypes, sites
 from ..core import Buffer, Pipe
+from ..formats.saturate import order_key
 from ..memory import Tile
 from ..state import State
 from ..straight_through import straight_through
@@ -255,21 +257,29 @@ def round_cast(x, dtype, mode: RoundMode):
     if mode in (RoundMode.CAST_NONE, RoundMode.CAST_RINT) or jnp.issubdtype(x.dtype, jnp.integer):
         return nearest
     wide = x.astype(jnp.float32)
-    back = nearest.astype(jnp.float32)
-    down = jnp.where(back > wide, jnp.nextafter(nearest, jnp.asarray(-jnp.inf, dtype)), nearest)
-    up = jnp.where(back < wide, jnp.nextafter(nearest, jnp.asarray(jnp.inf, dtype)), nearest)
-    exact = back == wide
+    # compared as ordered integers: XLA on CPU treats float32 subnormals as 0 in float comparisons
+    key, back = order_key(wide), order_key(nearest.astype(jnp.float32))
+    nan = jnp.isnan(wide)
+    down = jnp.where(~nan & (back > key), jnp.nextafter(nearest, jnp.asarray(-jnp.inf, dtype)), nearest)
+    up = jnp.where(~nan & (back < key), jnp.nextafter(nearest, jnp.asarray(jnp.inf, dtype)), nearest)
+    exact = nan | (back == key)
     if mode is RoundMode.CAST_FLOOR:
         return down
     if mode is RoundMode.CAST_CEIL:
         return up
     if mode is RoundMode.CAST_TRUNC:
-        return jnp.where(wide >= 0, down, up)
+        return jnp.where(key >= 0, down, up)
     if mode is RoundMode.CAST_ROUND:
-        d_lo = wide - _value(down, up)
-        d_hi = _value(up, down) - wide
-        tie_away = jnp.where(wide >= 0, up, down)
-        return jnp.where(exact, nearest, jnp.where(d_lo < d_hi, down, jnp.where(d_hi < d_lo, up, tie_away)))
+        tie_away = jnp.where(key >= 0, up, down)
+        if dtype == jnp.bfloat16:  # bf16 shares float32's exponents: the midpoint of two neighbours is a float32
+            k_lo, k_hi = order_key(down.astype(jnp.float32)), order_key(up.astype(jnp.float32))
+            mid = k_lo + (k_hi - k_lo) // 2
+            below, above = key < mid, key > mid
+        else:  # the neighbours' distances are exact float32 differences of normal numbers
+            d_lo = wide - _value(down, up)
+            d_hi = _value(up, down) - wide
+            below, above = d_lo < d_hi, d_hi < d_lo
+        return jnp.where(exact, nearest, jnp.where(below, down, jnp.where(above, up, tie_away)))
     if mode is RoundMode.CAST_ODD:
         bits = jnp.dtype(f"uint{dtype.itemsize * 8}")
         odd_down = (jnp.asarray(down).view(bits) & 1) == 1
