@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 
-import jax
 import jax.numpy as jnp
 
 from .. import dtypes, sites
