@@ -1,5 +1,12 @@
 """ascjax: a JAX-backed, differentiable, functional emulator of the Huawei Ascend AI Core."""
 
+import os as _os
+
+# XLA's "Very slow compile?" banners are C++ ERROR logs with no switch of their own; a run
+# should not print them, so XLA's C++ logs stop below FATAL unless the user chose a level
+# (it takes effect when ascjax is imported before jax).
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
 from . import layout, ops, pl, timing, trace
 from .case import Case, build_case, case, load_cases, run_case
 from .chip import CHIPS, Chip, get_chip

@@ -50,6 +50,8 @@ def load_cases(path: str) -> dict[str, Callable]:
     path = os.path.abspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no kernel file {path}")
+    if not path.endswith(".py"):
+        raise ValueError(f"{path} is not a Python file: cases live in a .py kernel file (e.g. kernels/unit_flag.py)")
     mod_name = "ascjax_kernel_" + os.path.splitext(os.path.basename(path))[0]
     if mod_name in sys.modules and getattr(sys.modules[mod_name], "__file__", None) == path:
         module = sys.modules[mod_name]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -14,7 +16,27 @@ from . import trace
 from .case import build_case, load_cases, run_case, split_target
 from .chip import CHIPS
 from .compare import compare_files
-from .golden import MANIFEST, write_golden
+from .golden import write_golden
+from .manifest import MANIFEST
+
+#: After this long a person at a terminal is told once that the kernel is compiling.
+COMPILE_NOTICE_S = 2.0
+
+
+@contextlib.contextmanager
+def compile_notice(stream=None, after_s: float = COMPILE_NOTICE_S):
+    """Say once on ``stream`` (stderr; only a terminal) when the work inside takes longer than ``after_s``."""
+    stream = sys.stderr if stream is None else stream
+    timer = None
+    if stream.isatty():
+        timer = threading.Timer(after_s, lambda: print("compiling the kernel (cached for next time)...", file=stream))
+        timer.daemon = True
+        timer.start()
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def _cmd_list(args) -> int:
@@ -29,14 +51,15 @@ def _cmd_run(args) -> int:
     c = build_case(path, name)
     start = time.perf_counter()
     max_events = args.max_events if (args.trace or args.timeline) else 0
-    result, rep, err = run_case(
-        c,
-        chip=args.chip,
-        jit=not args.no_jit,
-        sanitize=not args.no_sanitize,
-        poison_races=args.poison_races,
-        max_events=max_events,
-    )
+    with compile_notice():
+        result, rep, err = run_case(
+            c,
+            chip=args.chip,
+            jit=not args.no_jit,
+            sanitize=not args.no_sanitize,
+            poison_races=args.poison_races,
+            max_events=max_events,
+        )
     if args.trace:
         trace.to_perfetto(result.state, args.trace)
     if args.timeline:
@@ -69,7 +92,8 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_golden(args) -> int:
-    manifest = write_golden(args.target, args.out, seed=args.seed, jit=not args.no_jit)
+    with compile_notice():
+        manifest = write_golden(args.target, args.out, seed=args.seed, jit=not args.no_jit)
     names = " ".join(t["name"] + ".bin" for t in manifest["tensors"])
     print(f"wrote {os.path.join(args.out, '')}{names} (+ .npy) and {MANIFEST}")
     return 0
@@ -87,7 +111,9 @@ def _shape(text: str) -> tuple[int, ...]:
 
 def _cmd_compare(args) -> int:
     shape = _shape(args.shape) if args.shape else None
-    result = compare_files(args.expected, args.actual, args.dtype, rtol=args.rtol, atol=args.atol, shape=shape)
+    result = compare_files(
+        args.expected, args.actual, args.dtype, rtol=args.rtol, atol=args.atol, shape=shape, manifest=args.manifest
+    )
     print(result)
     return 0 if result.passed else 1
 
@@ -124,7 +150,8 @@ def _cmd_sweep(args) -> int:
         raise ValueError("sweep needs at least one --grid NAME=V1,V2,...")
     columns = parse_grid(args.grid)
     start = time.perf_counter()
-    table = sweep(c, columns, chip=args.chip, chunk_size=args.chunk, progress=None)
+    with compile_notice():
+        table = sweep(c, columns, chip=args.chip, chunk_size=args.chunk, progress=None)
     seconds = time.perf_counter() - start
     print(table.summary(max_rows=args.rows))
     print(f"{len(table)} scenarios in {seconds:.1f} s")
@@ -163,7 +190,14 @@ def main(argv=None) -> int:
     p_cmp = sub.add_parser("compare", help="compare two tensor files (.bin device bytes or .npy); exit 1 on FAIL")
     p_cmp.add_argument("expected", metavar="EXPECTED")
     p_cmp.add_argument("actual", metavar="ACTUAL")
-    p_cmp.add_argument("--dtype", required=True, help="element type of both files (float32, bf16, int8, hif8...)")
+    p_cmp.add_argument(
+        "--dtype",
+        default=None,
+        help="element type of both files (float32, bf16, int8, hif8...; default: the manifest's)",
+    )
+    p_cmp.add_argument(
+        "--manifest", default=None, help="golden manifest naming the tensor (default: manifest.json beside a file)"
+    )
     p_cmp.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: the dtype's)")
     p_cmp.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: the dtype's)")
     p_cmp.add_argument("--shape", metavar="64,64", default=None, help="shape of .bin files, for element coordinates")

@@ -31,6 +31,7 @@ import os
 import numpy as np
 
 from . import dtypes
+from . import manifest as golden_manifest
 from .formats.device_bytes import from_device_bytes
 
 #: dtype -> (rtol, atol), see the module docstring for the reasons.
@@ -71,6 +72,11 @@ class CompareResult:
     max_rel: float  # relative to |expected|, over elements whose expected value is not 0
     mismatches: int
     first: list  # up to SHOWN (index, expected, actual); index is a tuple when the shape is known
+    nan_actual: int = 0  # NaN / inf elements of each side
+    inf_actual: int = 0
+    nan_expected: int = 0
+    inf_expected: int = 0
+    source: str | None = None  # where the dtype and shape came from (a manifest), when not from the caller
 
     @property
     def passed(self) -> bool:
@@ -86,9 +92,18 @@ class CompareResult:
             f"max abs {self.max_abs:.1e}  max rel {self.max_rel:.1e}  "
             f"outside tol {self.mismatches} / {self.size}  {'PASS' if self.passed else 'FAIL'}"
         )
+        head = [f"as {self.dtype}{'' if self.shape is None else ' ' + 'x'.join(map(str, self.shape))}, {self.source}"]
+        head = head if self.source else []
+        specials = (self.nan_actual, self.inf_actual, self.nan_expected, self.inf_expected)
+        if any(specials):
+            head.append(
+                f"actual holds {self.nan_actual} NaN and {self.inf_actual} inf; expected holds {self.nan_expected} NaN "
+                f"and {self.inf_expected} inf"
+            )
         if self.passed:
-            return line
+            return "\n".join([*head, line])
         lines = [
+            *head,
             line,
             f"  {self.share:.2%} of the elements miss |actual - expected| <= atol {self.atol:g} + rtol {self.rtol:g}"
             f" * |expected| ({self.dtype})",
@@ -133,7 +148,10 @@ def load(path, dtype, shape=None) -> tuple[np.ndarray, bool]:
         if shape is None:
             count = len(data) * 8 // dtypes.bits(name)
             return from_device_bytes(data, name, (count,)), False
-        return from_device_bytes(data, name, shape), True
+        try:
+            return from_device_bytes(data, name, shape), True
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
     raise ValueError(f"cannot read {path}: expected a .bin (device bytes) or .npy file")
 
 
@@ -152,6 +170,9 @@ def compare_arrays(expected, actual, dtype, *, rtol=None, atol=None, shape=None)
     default_rtol, default_atol = TOLERANCES[name]
     rtol = default_rtol if rtol is None else float(rtol)
     atol = default_atol if atol is None else float(atol)
+    for what, tol in (("rtol", rtol), ("atol", atol)):
+        if not tol >= 0:
+            raise ValueError(f"{what} bounds |actual - expected|, so it is at least 0: got {tol:g}")
     e = _values(np.asarray(expected), name).reshape(-1)
     a = _values(np.asarray(actual), name).reshape(-1)
     if e.size != a.size:
@@ -165,6 +186,8 @@ def compare_arrays(expected, actual, dtype, *, rtol=None, atol=None, shape=None)
     counted = ~nan
     max_abs = float(diff[counted].max()) if counted.any() else 0.0
     max_rel = float(rel[counted].max()) if counted.any() else 0.0
+    if np.any(np.isnan(e) != np.isnan(a)):  # a NaN on one side only: the worst error is not a number
+        max_abs = max_rel = float("nan")
     where = np.flatnonzero(bad)
     first = []
     for i in where[:SHOWN]:
@@ -180,6 +203,10 @@ def compare_arrays(expected, actual, dtype, *, rtol=None, atol=None, shape=None)
         max_rel=max_rel,
         mismatches=int(where.size),
         first=first,
+        nan_actual=int(np.isnan(a).sum()),
+        inf_actual=int(np.isinf(a).sum()),
+        nan_expected=int(np.isnan(e).sum()),
+        inf_expected=int(np.isinf(e).sum()),
     )
 
 
@@ -190,14 +217,18 @@ def _describe(path, array: np.ndarray, dtype) -> str:
     return f"{path} holds {array.size} elements (shape {array.shape})"
 
 
-def compare_files(expected, actual, dtype, *, rtol=None, atol=None, shape=None) -> CompareResult:
+def compare_files(expected, actual, dtype=None, *, rtol=None, atol=None, shape=None, manifest=None) -> CompareResult:
     """Compare tensor file ``actual`` against ``expected``, both holding elements of ``dtype``.
 
     Each is a ``.bin`` (raw little-endian device bytes, as ``write_golden`` writes) or an ``.npy``.
     ``rtol`` / ``atol`` default to ``TOLERANCES[dtype]``; ``shape`` (for ``.bin`` files) turns the
     reported indices into coordinates (an ``.npy`` brings its own shape).
+
+    A golden manifest (``manifest``, else a ``manifest.json`` beside either file) that names the
+    tensor gives its dtype, shape and layout; a ``dtype`` or ``shape`` that contradicts it is refused.
     """
     shape = None if shape is None else tuple(int(s) for s in shape)
+    dtype, shape, source = _from_manifest((expected, actual), dtype, shape, manifest)
     (e, e_known), (a, a_known) = load(expected, dtype, shape), load(actual, dtype, shape)
     if e.size != a.size:
         raise ValueError(
@@ -209,4 +240,34 @@ def compare_files(expected, actual, dtype, *, rtol=None, atol=None, shape=None) 
             f"{os.fspath(expected)} has shape {e.shape} and {os.fspath(actual)} has {a.shape}: compare files of one tensor"
         )
     known = e.shape if e_known else (a.shape if a_known else None)
-    return compare_arrays(e, a, dtype, rtol=rtol, atol=atol, shape=known)
+    out = compare_arrays(e, a, dtype, rtol=rtol, atol=atol, shape=known)
+    out.source = source
+    return out
+
+
+def _from_manifest(paths, dtype, shape, manifest):
+    """(dtype, shape, source): the caller's, checked against the golden manifest's entry when there is one."""
+    found = golden_manifest.find(paths, manifest)
+    tensor = golden_manifest.entry(found, paths) if found else None
+    if tensor is None:
+        if manifest is not None:
+            names = " or ".join(os.path.splitext(os.path.basename(os.fspath(p)))[0] for p in paths)
+            raise ValueError(f"{found} has no tensor named {names}: give the manifest of these files")
+        if dtype is None:
+            raise ValueError(
+                f"no {golden_manifest.MANIFEST} beside {os.fspath(paths[0])} names this tensor, so its dtype is "
+                "unknown: give --dtype (or --manifest)"
+            )
+        return dtype, shape, None
+    name, m_dtype, m_shape = tensor["name"], tensor["dtype"], tuple(int(s) for s in tensor["shape"])
+    layout = tensor.get("layout", "ND")
+    if dtype is not None and dtypes.dtype_name(dtype) != m_dtype:
+        raise ValueError(
+            f"--dtype {dtype} contradicts {found}, which records {name} as {m_dtype}: drop --dtype (or fix the manifest)"
+        )
+    if shape is not None and shape != m_shape:
+        given, recorded = ",".join(map(str, shape)), ",".join(map(str, m_shape))
+        raise ValueError(f"--shape {given} contradicts {found}, which records {name} as shape {recorded}: drop --shape")
+    if layout != "ND":
+        raise ValueError(f"{found} records {name} in layout {layout}: compare reads ND tensors only")
+    return m_dtype, m_shape, f"{name} ({layout}) from {found}"

@@ -21,8 +21,8 @@ from .case import Case, build_case, run_case, split_target
 from .compare import TOLERANCES
 from .core import Verdict
 from .formats.device_bytes import to_device_bytes
+from .manifest import MANIFEST
 
-MANIFEST = "manifest.json"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 

@@ -15,6 +15,24 @@ def test_list(capsys):
     assert "unit_flag.py::seed000_error1" in out and "unit_flag.py::kloop_f16" in out
 
 
+def test_list_refuses_a_file_that_is_not_python(tmp_path, capsys):
+    for name, data in (("notes.txt", b"hello\n"), ("junk.py", bytes(range(128, 256)))):
+        (tmp_path / name).write_bytes(data)
+        assert main(["list", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: cannot list:"), err
+    assert main(["list", str(tmp_path / "notes.txt")]) == 2
+    assert "is not a Python file" in capsys.readouterr().err
+
+
+def test_golden_into_a_path_it_cannot_write_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["golden", f"{KERNELS / 'mmad_int8.py'}::seed004_int8", "--out", str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: cannot golden:"), err
+
+
 def test_run_json_deadlock(capsys):
     assert main(["run", f"{KERNELS / 'unit_flag.py'}::seed000_error1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -66,3 +84,45 @@ def test_trace_timeline_and_cycles(tmp_path, capsys):
     assert out["cycles"] > 4156 and out["bound"] in ("cube", "sync", "MTE2", "FIX")
     assert json.loads(out_json.read_text())["traceEvents"]
     assert out_png.read_bytes()[:4] == b"\x89PNG"
+
+
+class _Terminal:
+    """A stderr that says it is a terminal and keeps what is written."""
+
+    def __init__(self, tty=True):
+        self.tty, self.text = tty, []
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.text.append(s)
+
+    def flush(self):
+        pass
+
+
+def test_a_long_compile_is_announced_once_to_a_person_and_a_short_one_not_at_all():
+    import time
+
+    from ascjax.cli import compile_notice
+
+    slow, quick, piped = _Terminal(), _Terminal(), _Terminal(tty=False)
+    with compile_notice(slow, after_s=0.05):
+        time.sleep(0.3)
+    with compile_notice(quick, after_s=0.5):
+        pass
+    with compile_notice(piped, after_s=0.01):
+        time.sleep(0.1)
+    assert "".join(slow.text) == "compiling the kernel (cached for next time)...\n"
+    assert quick.text == [] and piped.text == []
+
+
+def test_importing_ascjax_quiets_xla_slow_compile_banners_unless_the_user_chose_a_level():
+    code = "import os, ascjax; print(os.environ['TF_CPP_MIN_LOG_LEVEL'])"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "3"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "1"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "1"

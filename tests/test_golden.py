@@ -90,8 +90,12 @@ def test_seeded_golden_data_is_described_and_reproducible(tmp_path, capsys):
     out_bin, out_npy = str(jit_dir / "out.bin"), str(eager_dir / "out.npy")
     r = compare_files(out_bin, out_npy, "float32")
     assert r.passed and r.max_abs == 0.0 and r.mismatches == 0 and r.size == 4096 and r.shape == (64, 64)
-    assert main(["compare", out_bin, out_bin, "--dtype", "f32", "--shape", "64,64"]) == 0
-    assert capsys.readouterr().out.strip() == "max abs 0.0e+00  max rel 0.0e+00  outside tol 0 / 4096  PASS"
+    assert main(["compare", out_bin, out_bin, "--dtype", "f32", "--shape", "64,64"]) == 0  # agrees with the manifest
+    assert capsys.readouterr().out.strip().splitlines() == [
+        f"as float32 64x64, out (ND) from {jit_dir / 'manifest.json'}",
+        "max abs 0.0e+00  max rel 0.0e+00  outside tol 0 / 4096  PASS",
+    ]
+    assert main(["compare", out_bin, out_npy]) == 0  # the manifest beside out.bin gives dtype and shape
 
 
 def test_no_seed_gives_the_cases_default_draw():
@@ -195,5 +199,67 @@ def test_compare_nan_matches_only_nan(tmp_path):
     got = _bin(tmp_path / "got.bin", [nan, nan, 1.0, 2.0, inf], "float32")
     r = compare_files(want, got, "float32")
     assert r.mismatches == 2 and [i for i, _, _ in r.first] == [1, 2]
-    assert r.max_abs == 0.0 and r.max_rel == 0.0  # NaN places are counted as mismatches, not as errors
-    assert compare_files(want, want, "float32").passed
+    assert math.isnan(r.max_abs) and math.isnan(r.max_rel)  # a NaN on one side: the headline error is not 0
+    assert (r.nan_actual, r.inf_actual, r.nan_expected, r.inf_expected) == (2, 1, 2, 1)
+    assert "actual holds 2 NaN and 1 inf; expected holds 2 NaN and 1 inf" in str(r) and "max abs nan" in str(r)
+    same = compare_files(want, want, "float32")
+    assert same.passed and same.max_abs == 0.0  # NaN where both have it is a match
+
+
+def test_compare_counts_nan_and_inf_of_a_device_output(tmp_path):
+    want = _bin(tmp_path / "want.bin", [1.0, 2.0, 3.0, 4.0], "float32")
+    got = _bin(tmp_path / "got.bin", [math.nan, 2.0, math.inf, 4.0], "float32")
+    r = compare_files(want, got, "float32")
+    assert (r.nan_actual, r.inf_actual, r.mismatches) == (1, 1, 2) and math.isnan(r.max_abs)
+    assert str(r).splitlines()[0] == "actual holds 1 NaN and 1 inf; expected holds 0 NaN and 0 inf"
+
+
+def _golden_folder(folder, values, *, dtype="float32", shape=(2, 2), layout="ND"):
+    """A golden folder by hand: out.bin and the manifest entry that describes it."""
+    folder.mkdir()
+    _bin(folder / "out.bin", values, dtype)
+    entry = {"name": "out", "role": "output", "dtype": dtype, "shape": list(shape), "layout": layout}
+    (folder / "manifest.json").write_text(json.dumps({"tensors": [entry]}))
+    return folder / "out.bin"
+
+
+def test_compare_takes_dtype_shape_and_layout_from_the_manifest(tmp_path, capsys):
+    want = _golden_folder(tmp_path / "golden", [1.0, 2.0, 3.0, 4.0])
+    device = _bin(tmp_path / "out.bin", [1.0, 2.0, 3.0, 5.0], "float32")
+    r = compare_files(want, device)  # no dtype: the manifest beside the golden file says float32, 2 x 2
+    assert (r.dtype, r.shape, r.first) == ("float32", (2, 2), [((1, 1), 4.0, 5.0)])
+    assert r.source == f"out (ND) from {tmp_path / 'golden' / 'manifest.json'}"
+    assert main(["compare", str(want), device]) == 1
+    assert capsys.readouterr().out.startswith("as float32 2x2, out (ND) from ")
+    explicit = compare_files(device, device, manifest=tmp_path / "golden" / "manifest.json")
+    assert explicit.passed and explicit.shape == (2, 2)
+
+
+def test_compare_refuses_what_contradicts_the_manifest(tmp_path, capsys):
+    want = _golden_folder(tmp_path / "golden", [1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match=r"--dtype bf16 contradicts .*manifest.json, which records out as float32"):
+        compare_files(want, want, "bf16")
+    with pytest.raises(ValueError, match=r"--shape 4,1 contradicts .*which records out as shape 2,2"):
+        compare_files(want, want, "float32", shape=(4, 1))
+    assert compare_files(want, want, "float32", shape=(2, 2)).passed  # agreeing is fine
+    nd = _golden_folder(tmp_path / "nz", [1.0, 2.0, 3.0, 4.0], layout="Nz")
+    with pytest.raises(ValueError, match="records out in layout Nz: compare reads ND tensors only"):
+        compare_files(nd, nd)
+    loose = _bin(tmp_path / "loose.bin", [1.0], "float32")
+    with pytest.raises(ValueError, match=r"no manifest.json beside .*loose.bin names this tensor.*give --dtype"):
+        compare_files(loose, loose)
+    with pytest.raises(ValueError, match=r"has no tensor named loose or loose"):
+        compare_files(loose, loose, manifest=tmp_path / "golden" / "manifest.json")
+    assert main(["compare", str(want), str(want), "--dtype", "bf16"]) == 2
+    assert len(capsys.readouterr().err.splitlines()) == 1
+
+
+def test_compare_refuses_a_negative_tolerance_and_names_the_file_of_a_size_mismatch(tmp_path, capsys):
+    four = _bin(tmp_path / "four.bin", np.ones(4), "float32")
+    for flag in ("rtol", "atol"):
+        with pytest.raises(ValueError, match=f"{flag} bounds .* at least 0: got -0.1"):
+            compare_files(four, four, "float32", **{flag: -0.1})
+        assert main(["compare", four, four, "--dtype", "float32", f"--{flag}", "-0.1"]) == 2
+    assert compare_files(four, four, "float32", rtol=0, atol=0).passed
+    with pytest.raises(ValueError, match=r"four.bin: float32 of shape \(3, 3\) is 36 bytes, got 16"):
+        compare_files(four, four, "float32", shape=(3, 3))
