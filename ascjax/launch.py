@@ -33,7 +33,7 @@ from .chip import Chip, get_chip
 from .core import EXCEPTIONS, Verdict
 from .options import Options
 from .report import Report, report
-from .run import execute_block, initial_gm, output_spec, raise_if_failed
+from .run import execute_block, gm_inputs, initial_gm, output_spec, raise_if_failed
 from .state import GM_PLAIN, State
 from .timing import Costs, default_costs
 from .trace import summary
@@ -404,7 +404,7 @@ def launch(
     chip = get_chip(chip)
     options = options or Options()
     costs = default_costs(chip) if costs is None else costs
-    inputs = {name: jnp.asarray(x) for name, x in inputs.items()}
+    inputs = gm_inputs(inputs)
     spec = output_spec(outputs)
     run = _launch_jit if jit else _launch
     result = run(kernel, chip, options, costs, inputs, spec, dict(params or {}), int(block_dim), bool(block_parallel))

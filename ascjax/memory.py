@@ -131,7 +131,13 @@ class Allocator:
                 f"rule 'buffers': chip {self.chip.name} (arch {self.chip.arch}) has no {buffer} buffer "
                 f"(it has {', '.join(have)}); the MX scale domains ScaleLeft/ScaleRight exist on chip 950 only"
             )
-        rows, cols = (1, shape) if isinstance(shape, int) else tuple(shape)
+        dims = (1, shape) if isinstance(shape, int) else tuple(shape)
+        if len(dims) != 2:
+            raise ValueError(
+                f"rule 'tile shape': a tile is 2-D (rows, cols) or a length, got shape {tuple(dims)} for "
+                f"{repr(name) if name else 'a tile in ' + str(buffer)}: fold the leading dimensions into rows"
+            )
+        rows, cols = dims
         if rows <= 0 or cols <= 0:
             raise ValueError(f"tile shape must be positive, got {rows}x{cols}")
         dtype = dtypes.dtype_name(dtype)
@@ -156,7 +162,11 @@ class Allocator:
                 "allocate them there at the data tile's address >> 4"
             )
         if buffer in (Buffer.L0C, Buffer.BT) and dtype not in _ACC_DTYPES:
-            raise ValueError(f"rule 'accumulator dtype': {buffer} holds float32 or int32, not {dtype}")
+            what = f"tile {name!r}" if name else f"a {rows}x{cols} {buffer} tile"
+            raise ValueError(
+                f"rule 'accumulator dtype': {what} is {dtype}, but {buffer} holds float32 or int32 (the mmad's "
+                "accumulator): allocate it as float32 (int32 for int8 operands) and let the fixpipe convert"
+            )
         if buffer is Buffer.BT and rows != 1:
             raise ValueError(f"rule 'bias shape': a BiasTable tile is one row (1 x N), got {rows}x{cols}")
         if name is None:

@@ -20,15 +20,20 @@ import jax.numpy as jnp
 
 from . import hazards, indexed, ops, sites
 from .chip import Chip
-from .core import N_CORES, Pipe, Verdict
+from .core import BOUNDS_TRIP_COUNT, N_CORES, Pipe, Verdict
 from .cross_core import SyncMode
 from .memory import Allocator, Tile
-from .ops._machine import fail
+from .ops._machine import fail, static_int
 from .sections import Plan, run_concurrent
 from .state import MAX_LOOP_DEPTH, State, WaitKind
 from .tile_group import TileGroup, TileSlot
 
 _CURRENT: list = []  # the Program being traced (for the ascjax.pl tile language)
+#: The most iterations one ``Program.range`` may run (2^24: minutes of emulation already).
+MAX_TRIP_COUNT = 1 << 24
+#: Rough cost of one emulated loop iteration on a CPU, for the refusal's estimate (an estimate, not a measurement
+#: of the user's kernel).
+ITERATION_US_ESTIMATE = 10
 
 
 def current() -> Program:
@@ -43,6 +48,7 @@ def _issue(op):
 
     @functools.wraps(op)
     def method(self, *args, **kwargs):
+        self._check_live(op.__name__, args, kwargs)
         if not self._go():
             return
         if self.subblock is not None:
@@ -60,6 +66,7 @@ def _on_core(op):
 
     @functools.wraps(op)
     def method(self, *args, **kwargs):
+        self._check_live(op.__name__, args, kwargs)
         if self._go():
             self.state = op(self.state, *args, sub=self.subblock, **kwargs)
 
@@ -71,6 +78,7 @@ def _on_vector(op, *bound):
 
     @functools.wraps(op)
     def method(self, *args, **kwargs):
+        self._check_live((bound or (op.__name__,))[0], args, kwargs)
         if not self._go():
             return
         if self.subblock is None:
@@ -152,6 +160,8 @@ class Program:
         self.subblock: int | None = None  # None: ops run on the AIC; 0 / 1: on that AIV
         self.gate = None  # while a concurrent section is traced: which of its ops run (ascjax.sections)
         self._pending: list = []  # top-level sections declared and not yet run
+        self._freed: dict = {}  # tile -> the kernel line that freed it
+        self.gm_named: set[str] = set()  # GM tensors the kernel's ops named
         self._in_section = False
 
     def _go(self) -> bool:
@@ -278,8 +288,21 @@ class Program:
         return tile
 
     def free(self, tile: Tile) -> None:
-        """End a tile's live range so its bytes may be reused."""
+        """End a tile's live range so its bytes may be reused; a later op on it is refused."""
         self.allocator.free(tile)
+        file, line = sites.caller()
+        self._freed[tile] = f"{sites.short_path(file)}:{line}"
+
+    def _check_live(self, op: str, args, kwargs) -> None:
+        """Refuse an op on a tile freed before it (and not allocated again since); note the GM tensors it names."""
+        for x in (*args, *kwargs.values()):
+            if isinstance(x, str) and x in self.state.gm:
+                self.gm_named.add(x)
+            if isinstance(x, Tile) and x in self._freed and x not in self.allocator.live[x.buffer]:
+                raise ValueError(
+                    f"rule 'use after free': {op} uses {x}, which was freed at {self._freed[x]}: its bytes may "
+                    "belong to another tile now; move the free after the tile's last use"
+                )
 
     def tile_group(self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None) -> GroupHandle:
         """``make_tile_group``: ``depth`` equal tiles side by side, picked by (traced) slot index."""
@@ -396,17 +419,39 @@ class Program:
         """
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"Program.range needs a static trip count >= 0, got {n!r}")
+        if n > MAX_TRIP_COUNT:
+            raise ValueError(
+                f"rule 'trip count': Program.range({n}) is past ascjax's limit of {MAX_TRIP_COUNT} iterations: an "
+                f"emulated loop runs every iteration (about {n * ITERATION_US_ESTIMATE / 3.6e9:.3g} hours at an "
+                f"estimated {ITERATION_US_ESTIMATE} us each): emulate a smaller problem of the same shape"
+            )
         if self._depth >= MAX_LOOP_DEPTH:
             raise ValueError(f"loops nest at most {MAX_LOOP_DEPTH} deep")
+        value = None if count is None else static_int(count)
+        if value is not None and not 0 <= value <= n:
+            raise ValueError(f"rule 'trip count': count = {value} is outside [0, {n}], the loop's static maximum")
         if self.gate is not None:
             self._gated_range(n, body, count)
             return
         if self._pending and not self._in_section:
             self.flush()
         if count is not None:
+            self._check_count(n, count)  # a traced count past n: a BOUNDS finding
             inner, limit = body, count
             body = lambda i: self.cond(i < limit, lambda: inner(i))  # noqa: E731
         self._scan(n, body)
+
+    def _check_count(self, n: int, count) -> None:
+        """A trip count past the loop's static maximum is an error (static) or a BOUNDS finding (traced), never
+        silently clamped to the maximum."""
+        if static_int(count) is not None:
+            return  # checked at the call
+        op = sites.register("range", Pipe.S, f"range({n}, count=traced)", core=self.core)
+        count = jnp.asarray(count, jnp.int32)
+        self.state = fail(
+            self.state, (count < 0) | (count > n), Verdict.BOUNDS, op, Pipe.S, a=count, b=n, c=BOUNDS_TRIP_COUNT,
+            core=self.core,
+        )  # fmt: skip
 
     def _gated_range(self, n, body, count) -> None:
         """A loop inside a concurrent section: a region of its own at the top level, else part of a segment."""

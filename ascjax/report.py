@@ -9,6 +9,7 @@ import numpy as np
 
 from . import hazards, sites
 from .core import (
+    BOUNDS_TRIP_COUNT,
     BOUNDS_WHAT,
     CORE_NAMES,
     HAZARD_NAMES,
@@ -219,6 +220,11 @@ def _error(state: State, err, code: Verdict) -> str:
             )
         return f"SYNC_ERROR at {where}: event_id {b} is outside [0, {c}) on chip {state.chip.name}."
     if code is Verdict.BOUNDS:
+        if c == BOUNDS_TRIP_COUNT:
+            return (
+                f"BOUNDS at {where}: trip count = {a} is outside [0, {b}], the loop's static maximum; it ran "
+                f"{min(max(a, 0), b)} iterations.\n  Fix: raise the loop's maximum to at least {a} or sweep smaller counts."
+            )
         return f"BOUNDS at {where}: {BOUNDS_WHAT[c]} = {a} is outside [0, {b}]; nothing was read or written."
     if code is Verdict.LAYOUT:
         mode = "GEMV (reads A as ND)" if b else "fractal mode"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import dtypes
+from . import dtypes, sites
 from .chip import Chip, get_chip
 from .core import EXCEPTIONS, MESSAGES, Verdict
 from .finish import finish
@@ -49,13 +51,46 @@ class Result(eqx.Module):
         return self
 
 
-def _output_spec(spec):
+def _output_spec(name: str, spec):
     if isinstance(spec, jax.ShapeDtypeStruct):
         return tuple(spec.shape), dtypes.to_numpy_dtype(spec.dtype)
     if isinstance(spec, (np.ndarray, jax.Array)):
-        raise TypeError("outputs are (shape, dtype) pairs; pass initial contents as inputs")
+        raise TypeError(f"output {name!r}: outputs are (shape, dtype) pairs; pass initial contents as inputs")
+    form = f"give ((rows, cols), dtype), e.g. {name!r}: ((32, 32), 'float32')"
+    if not isinstance(spec, (tuple, list)) or len(spec) != 2 or not isinstance(spec[0], (tuple, list)):
+        raise TypeError(f"output {name!r}: {spec!r} is not a (shape, dtype) pair: {form}")
     shape, dtype = spec
-    return tuple(int(s) for s in shape), dtypes.to_numpy_dtype(dtype)
+    try:
+        dims = tuple(int(s) for s in shape)
+        np_dtype = dtypes.to_numpy_dtype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"output {name!r}: {exc}") from None
+    return dims, np_dtype
+
+
+class UnusedInputWarning(UserWarning):
+    """A GM input the kernel never names: usually a misspelt tensor name."""
+
+
+def gm_inputs(inputs: dict) -> dict:
+    """The GM inputs as JAX arrays; what JAX would silently change (a Python list, a 64-bit array) is refused."""
+    out = {}
+    for name, x in inputs.items():
+        if isinstance(x, (list, tuple, int, float, bool, complex)):
+            raise TypeError(
+                f"input {name!r} is a Python {type(x).__name__}: GM holds typed tensors, so pass an array of the "
+                f"dtype the kernel reads, e.g. np.asarray(..., np.float16)"
+            )
+        arr = jnp.asarray(x)
+        given = getattr(x, "dtype", arr.dtype)
+        if np.dtype(given) != np.dtype(arr.dtype):
+            raise TypeError(
+                f"input {name!r} holds {np.dtype(given).name}, which JAX holds as {np.dtype(arr.dtype).name} "
+                f"(64-bit types need jax_enable_x64): pass it as the dtype the kernel reads, e.g. "
+                f"np.asarray(x, np.{np.dtype(arr.dtype).name})"
+            )
+        out[name] = arr
+    return out
 
 
 def initial_gm(inputs: dict, outputs: tuple) -> dict:
@@ -83,8 +118,20 @@ def execute_block(
     try:
         kernel(program, **params)
         program.flush()  # sections declared last
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        sites.locate(exc)  # the message names the kernel line
+        raise
     finally:
         _CURRENT.pop()
+    for name in sorted(set(inputs) - program.gm_named - set(names)):
+        file, line = sites.caller()  # the user's call of run / launch / sweep
+        warnings.warn_explicit(
+            f"input {name!r} is never named by the kernel's ops and is not an output: a misspelt GM name? "
+            f"(the kernel names {sorted(program.gm_named) or 'no GM tensor'})",
+            UnusedInputWarning,
+            file,
+            line,
+        )
     return finish(program.state)
 
 
@@ -98,7 +145,7 @@ _execute_jit = eqx.filter_jit(_execute)
 
 def output_spec(outputs: dict) -> tuple:
     """``outputs`` as a static tuple of ``(name, (shape, numpy dtype))``."""
-    return tuple((name, _output_spec(s)) for name, s in outputs.items())
+    return tuple((name, _output_spec(name, s)) for name, s in outputs.items())
 
 
 def raise_if_failed(result, verdict):
@@ -145,7 +192,7 @@ def run(
     chip = get_chip(chip)
     options = options or Options(sanitize=sanitize, poison_races=poison_races, max_events=max_events)
     costs = default_costs(chip) if costs is None else costs
-    inputs = {name: jnp.asarray(x) for name, x in inputs.items()}
+    inputs = gm_inputs(inputs)
     spec = output_spec(outputs)
     result = (_execute_jit if jit else _execute)(kernel, chip, options, costs, inputs, spec, dict(params or {}))
     return raise_if_failed(result, result.verdict) if throw else result

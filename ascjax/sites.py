@@ -32,7 +32,7 @@ class Site:
 
     @property
     def location(self) -> str:
-        return f"{_short(self.file)}:{self.line}"
+        return f"{short_path(self.file)}:{self.line}"
 
     def __str__(self) -> str:
         return f"{self.op} at {self.location} (pipe {self.pipe})"
@@ -44,27 +44,49 @@ _BY_ID: dict[int, Site] = {}
 _ID_MASK = 0x3FFFFFFF  # non-negative int32; -1 means "no op"
 
 
-def _short(path: str) -> str:
+def short_path(path: str) -> str:
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel
 
 
-def _caller() -> tuple[str, int]:
+def caller() -> tuple[str, int]:
     """First stack frame outside the ascjax package: the user's kernel line."""
     frame = sys._getframe(1)
     while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        if not path.startswith(_PACKAGE_DIR + os.sep) and "/jax/" not in path and "/equinox/" not in path:
-            return path, frame.f_lineno
+        if _outside(frame.f_code.co_filename):
+            return os.path.abspath(frame.f_code.co_filename), frame.f_lineno
         frame = frame.f_back
     return "<unknown>", 0
+
+
+def _outside(path: str) -> bool:
+    path = os.path.abspath(path)
+    return not path.startswith(_PACKAGE_DIR + os.sep) and "/jax/" not in path and "/equinox/" not in path
+
+
+def locate(exc: BaseException) -> None:
+    """Append the user's line (the innermost traceback frame outside ascjax and JAX) to ``exc``'s message.
+
+    A trace-time error then names the kernel line that caused it, also where only the message is
+    shown (the command line prints one line)."""
+    frame = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if _outside(tb.tb_frame.f_code.co_filename) and "<frozen" not in tb.tb_frame.f_code.co_filename:
+            frame = tb
+        tb = tb.tb_next
+    if frame is None or not exc.args or not isinstance(exc.args[0], str):
+        return
+    where = f"{short_path(frame.tb_frame.f_code.co_filename)}:{frame.tb_lineno}"
+    if where not in exc.args[0]:
+        exc.args = (f"{exc.args[0]} (at {where})", *exc.args[1:])
 
 
 def register(op: str, pipe: Pipe, detail: str = "", core: int | str = "AIC") -> int:
     """Register the op being issued from the caller's source line; return its id."""
     if not isinstance(core, str):
         core = ("AIC", "AIV0", "AIV1")[core]
-    file, line = _caller()
+    file, line = caller()
     site_ = Site(op, Pipe(pipe), file, line, detail, core, _LOOP_DEPTH[0])
     if site_ not in _INDEX:
         key = "|".join(str(f) for f in (op, int(site_.pipe), file, line, detail, core, site_.loop_depth))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import enum
+import inspect
 import json
 import sys
 
@@ -37,6 +39,7 @@ class SweepTable:
 
     columns: list[str]
     rows: list[dict]
+    labels: dict = dataclasses.field(default_factory=dict)  # column -> {value: name} for the printed table
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -64,7 +67,7 @@ class SweepTable:
 
     def format(self, rows=None) -> str:
         rows = self.rows if rows is None else rows
-        cells = [[_cell(r[c]) for c in self.columns] for r in rows]
+        cells = [[_cell(self.labels.get(c, {}).get(r[c], r[c])) for c in self.columns] for r in rows]
         widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(self.columns)]
         lines = ["  ".join(c.ljust(w) for c, w in zip(self.columns, widths))]
         lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
@@ -105,7 +108,28 @@ def _scenario_count(scenarios: dict) -> int:
         raise ValueError(f"sweep columns are arrays with the scenario on axis 0; {bad} are scalars: put them in params")
     if len(set(sizes.values())) != 1:
         raise ValueError(f"sweep columns must have one length (the scenario count), got {sizes}")
-    return next(iter(sizes.values()))
+    n = next(iter(sizes.values()))
+    if n == 0:
+        raise ValueError(f"sweep columns {sorted(sizes)} are empty: give each at least one value")
+    return n
+
+
+def _check_columns(kernel, columns: dict, inputs: dict) -> None:
+    """Every column names a kernel parameter, a GM input or a ``costs.`` field (checked by the caller)."""
+    try:
+        parameters = list(inspect.signature(kernel).parameters.values())[1:]  # the first is the Program
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    names = [p.name for p in parameters]
+    for name in columns:
+        if not name.startswith(_COST_PREFIX) and name not in inputs and name not in names:
+            known = ", ".join(names) or "none"
+            raise ValueError(
+                f"sweep column {name!r} is not a parameter of kernel {getattr(kernel, '__name__', kernel)!r} "
+                f"(its parameters: {known}), a GM input ({', '.join(inputs) or 'none'}) or costs.<field>"
+            )
 
 
 def _progress(total: int, enabled):
@@ -172,7 +196,10 @@ def sweep(
     chip = get_chip(chip or (case.chip if case else "a2"))
     options = options or Options()
     n = _scenario_count(scenarios)
+    if int(chunk_size) < 1:
+        raise ValueError(f"chunk_size is the number of scenarios per compiled batch: at least 1, got {chunk_size}")
     columns = {name: np.asarray(v) for name, v in scenarios.items()}
+    _check_columns(kernel, columns, inputs)
     for name in columns:
         if name.startswith(_COST_PREFIX) and not hasattr(default_costs(chip), name[len(_COST_PREFIX) :]):
             raise ValueError(f"sweep column {name!r}: Costs has no field {name[len(_COST_PREFIX) :]!r}")
@@ -198,7 +225,9 @@ def sweep(
     if bar is not None:
         bar.close()
     merged = jax.tree_util.tree_map(lambda *a: np.concatenate(a), *results)
-    return _table(columns, merged, inputs, reference)
+    table = _table(columns, merged, inputs, reference)
+    table.labels = _enum_labels(kernel, params, table.columns)
+    return table
 
 
 def _one(kernel, chip, options, inputs, outputs, params, row, with_outputs):
@@ -238,6 +267,22 @@ def _with_costs(costs, updates: dict):
     return eqx.tree_at(lambda c: [getattr(c, k) for k in names], costs, values)
 
 
+def _enum_labels(kernel, params: dict, columns: list) -> dict:
+    """Names for the values of columns whose parameter is an enum (a phase prints as Partial / Final / none)."""
+    try:
+        parameters = inspect.signature(kernel).parameters
+    except (TypeError, ValueError):
+        return {}
+    labels = {}
+    for name in columns:
+        default = params.get(name, parameters[name].default if name in parameters else None)
+        if isinstance(default, enum.Enum):
+            names = {int(m.value): m.name for m in type(default)}
+            names.setdefault(0, "none")  # a phase of 0 (or None) is no phase
+            labels[name] = names
+    return labels
+
+
 def _table(columns: dict, merged: dict, inputs: dict, reference) -> SweepTable:
     scalar_cols = [name for name, col in columns.items() if col.ndim == 1]
     values = {name: columns[name].tolist() for name in scalar_cols}
@@ -255,7 +300,7 @@ def _table(columns: dict, merged: dict, inputs: dict, reference) -> SweepTable:
                 where[ops[i]] = (site.op, site.location) if site else (None, None)
             op, location = where[ops[i]]
         row = {name: values[name][i] for name in scalar_cols}
-        row.update(verdict=label, op=op, location=location, cycles=float(cycles[i]))
+        row.update(verdict=label, op=op, location=location, cycles=int(round(float(cycles[i]))))
         if reference is not None:
             x = {name: (columns[name][i] if name in columns else v) for name, v in inputs.items()}
             outs = {name: v[i] for name, v in merged["outputs"].items()}

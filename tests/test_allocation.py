@@ -150,3 +150,12 @@ def test_buffer_names():
     assert alloc.alloc("BT", (1, 16), "float32").buffer is Buffer.BT
     with pytest.raises(ValueError, match="unknown buffer 'L2'"):
         alloc.alloc("L2", (16, 16), "float16")
+
+
+def test_a_tile_is_two_dimensional_and_an_l0c_tile_of_another_dtype_is_named(alloc_a2):
+    with pytest.raises(ValueError, match=r"rule 'tile shape': a tile is 2-D .*\(2, 32, 32\) for 'kv'"):
+        alloc_a2.alloc("L1", (2, 32, 32), "float16", name="kv")
+    with pytest.raises(ValueError, match=r"rule 'accumulator dtype': tile 'acc' is float16, but L0C holds"):
+        alloc_a2.alloc("L0C", (16, 16), "float16", name="acc")
+    assert alloc_a2.alloc("L1", (64, 32), "float16", name="kv").rows == 64  # the good twins
+    assert alloc_a2.alloc("L0C", (16, 16), "float32", name="acc").dtype == "float32"

@@ -5,6 +5,9 @@ import pytest
 
 import ascjax as aj
 
+# the helper offers GM tensor 'g' to every kernel; most of the rules here never read it
+pytestmark = pytest.mark.filterwarnings("ignore::ascjax.run.UnusedInputWarning")
+
 
 def _trace(body, chip="a2", inputs=None, outputs=None):
     return aj.run(body, inputs or {"g": np.zeros((32, 32), np.float16)}, outputs or {}, chip=chip)
@@ -73,3 +76,76 @@ def test_loop_rules():
         _trace(alloc_in_loop)
     with pytest.raises(ValueError, match="static trip count"):
         _trace(lambda k: k.range(-1, lambda i: None))
+
+
+HERE = r"\(at tests/test_op_rules\.py:\d+\)"  # every trace-time error names the kernel's line
+
+
+def test_unit_flag_modes_and_phases_name_the_side_they_belong_to():
+    from ascjax import AccPhase, STPhase
+
+    with pytest.raises(
+        ValueError, match=r"rule 'unit flag mode': unit_flag_mode='bogus' is not a unit-flag mode.*" + HERE
+    ):
+        _trace(lambda k: k.mmad(*_tiles(k), 16, 32, 16, unit_flag_mode="bogus"))
+    with pytest.raises(ValueError, match=r"STPhase.Final is the phase of the other side.*an mmad takes AccPhase"):
+        _trace(lambda k: k.mmad(*_tiles(k), 16, 32, 16, unit_flag_mode=STPhase.Final))
+    with pytest.raises(ValueError, match=r"AccPhase.Partial is the phase .*takes STPhase \(here STPhase.Partial\)"):
+        _trace(lambda k: k.fixpipe("c", _tiles(k)[0], unit_flag_mode=AccPhase.Partial), outputs=OUT)
+    with pytest.raises(ValueError, match=r"unit_flag_mode=1.5 is not a unit-flag mode"):
+        _trace(lambda k: k.mmad(*_tiles(k), 16, 32, 16, unit_flag_mode=1.5))
+    # the good twins: each side's own phase, a mode by name
+    _trace(lambda k: k.mmad(*_tiles(k), 16, 32, 16, unit_flag_mode=AccPhase.Final))
+    _trace(lambda k: k.mmad(*_tiles(k), 16, 32, 16, unit_flag_mode="enable_update"))
+    _trace(lambda k: k.fixpipe("c", _tiles(k)[0], unit_flag_mode=STPhase.Final), outputs=OUT)
+
+
+OUT = {"c": ((16, 16), "float32")}
+
+
+def test_an_event_id_is_an_integer_never_truncated():
+    with pytest.raises(TypeError, match=r"rule 'event id': sync_notify\(MTE2 -> MTE1\): .* got 1.5 " + HERE):
+        _trace(lambda k: k.sync_notify("MTE2", "MTE1", 1.5))
+    with pytest.raises(TypeError, match=r"set_cross_core.*event_id must be an integer, got 2.0"):
+        _trace(lambda k: k.set_cross_core("FIX", 2.0, "INTRA_BLOCK"))
+    _trace(lambda k: (k.sync_notify("MTE2", "MTE1", 1), k.sync_wait("MTE2", "MTE1", 1)))  # the good twin
+
+
+def test_a_loop_of_a_billion_iterations_is_refused_at_once():
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"rule 'trip count': Program.range\(1000000000\) is past .* 16777216 .*hours"):
+        _trace(lambda k: k.range(10**9, lambda i: None))
+    assert time.perf_counter() - start < 1.0
+    _trace(lambda k: k.range(1000, lambda i: None))  # the good twin
+
+
+def test_a_freed_tile_cannot_be_used_and_a_free_after_the_last_use_is_fine():
+    def after_free(k):
+        t = k.alloc("L1", (16, 16), "float16")
+        k.free(t)
+        k.copy_gm2l1(t, "g")
+
+    with pytest.raises(ValueError, match=r"rule 'use after free': copy_gm2l1 uses .*freed at tests/test_op_rules\.py"):
+        _trace(after_free)
+
+    def free_last(k):
+        t = k.alloc("L1", (16, 16), "float16")
+        k.copy_gm2l1(t, "g")
+        k.free(t)
+        k.copy_gm2l1(k.alloc("L1", (16, 16), "float16"), "g")  # its bytes, reused
+
+    _trace(free_last)
+
+
+def test_a_fixpipe_into_a_gm_output_smaller_than_its_block_says_so():
+    def store(k, rows):
+        c = k.alloc("L0C", (32, 32), "float32", name="acc")
+        k.fixpipe("c", c, m=rows, n=rows)
+
+    with pytest.raises(
+        ValueError, match=r"rule 'GM window': fixpipe writes a 32x32 block of `acc`.*'c', which is 16x16"
+    ):
+        _trace(lambda k: store(k, 32), outputs=OUT)
+    _trace(lambda k: store(k, 16), outputs=OUT)  # the good twin: a 16x16 part of the tile

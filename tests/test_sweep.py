@@ -76,6 +76,20 @@ def test_bad_scenarios_are_refused():
         aj.sweep(case, {"n": 3})
     with pytest.raises(ValueError, match="NAME=V1,V2"):
         parse_grid(["n"])
+    with pytest.raises(ValueError, match=r"sweep columns \['n'\] are empty: give each at least one value"):
+        aj.sweep(case, {"n": np.arange(0)})
+    with pytest.raises(ValueError, match="'bogus' is not a parameter of kernel 'zero_trip_kernel' .*n, variant"):
+        aj.sweep(case, {"bogus": np.arange(2)})
+    with pytest.raises(ValueError, match="chunk_size .* at least 1, got 0"):
+        aj.sweep(case, {"n": np.arange(2)}, chunk_size=0)
+
+
+def test_cli_sweep_mistakes_are_one_line_and_exit_2(capsys):
+    target = f"{FILE}::buggy_three_tiles"
+    for argv in (["--grid", "bogus=1,2"], ["--grid", "n=1", "--chunk", "0"], ["--grid", "n=1,,2"], ["--grid", "n="]):
+        assert main(["sweep", target, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: cannot sweep:"), err
 
 
 def test_cli_sweep_writes_csv(tmp_path, capsys):
@@ -109,3 +123,33 @@ def test_sweep_shards_over_host_devices():
     assert [r["verdict"] for r in rows] == ["deadlock", "ok", "ok", "ok", "ok"]
     assert [r["n"] for r in rows] == [0, 1, 2, 3, 4]
     assert rows[1]["cycles"] < rows[4]["cycles"]
+
+
+def _counted(k, trips=2):
+    def step(i):
+        k.sync_notify("MTE2", "MTE1", 0)
+        k.sync_wait("MTE2", "MTE1", 0)
+
+    k.range(4, step, count=trips)
+
+
+def test_a_trip_count_past_the_loops_maximum_is_a_finding_never_clamped():
+    table = aj.sweep(_counted, {"trips": np.array([0, 4, 99, -1], np.int32)}, inputs={}, outputs={})
+    assert [r["verdict"] for r in table.rows] == ["ok", "ok", "bounds", "bounds"]
+    rep = aj.run(_counted, {}, {}, params={"trips": jnp.asarray(99)}).report()
+    assert "trip count = 99 is outside [0, 4], the loop's static maximum; it ran 4 iterations" in rep.message
+    with pytest.raises(ValueError, match=r"rule 'trip count': count = 99 is outside \[0, 4\]"):
+        aj.run(_counted, {}, {}, params={"trips": 99})  # a static count is refused at trace time
+
+
+def test_phases_print_by_name_and_cycles_are_integers(tmp_path):
+    case = next(iter(aj.load_cases(str(KERNELS / "phases.py")).values()))()
+    table = aj.sweep(case, {"first": np.array([0, 2, 3]), "store": np.array([3, 3, 0])}, progress=False)
+    lines = table.format().splitlines()
+    assert lines[1].split()[:2] == ["none", "Final"] and lines[2].split()[:2] == ["Partial", "Final"]
+    assert lines[3].split()[:2] == ["Final", "none"]
+    assert [r["first"] for r in table.rows] == [0, 2, 3]  # the rows keep the values a --grid takes
+    assert all(type(r["cycles"]) is int for r in table.rows)
+    table.to_csv(tmp_path / "t.csv")
+    assert all(row["cycles"].isdigit() for row in csv.DictReader(open(tmp_path / "t.csv")))
+    assert all(type(r["cycles"]) is int for r in json.loads(table.to_json()))

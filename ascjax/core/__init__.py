@@ -27,6 +27,7 @@ from ._topology import N_QUEUES as N_QUEUES
 from ._topology import core_pipes as core_pipes
 from ._topology import gpipe as gpipe
 from ._topology import pipe_name as pipe_name
+from ._verdicts import BOUNDS_TRIP_COUNT as BOUNDS_TRIP_COUNT
 from ._verdicts import BOUNDS_WHAT as BOUNDS_WHAT
 from ._verdicts import EXCEPTIONS as EXCEPTIONS
 from ._verdicts import MESSAGES as MESSAGES

@@ -41,7 +41,9 @@ MESSAGES = {
 }
 
 #: Names of the quantities a BOUNDS error can refer to (ErrorRecord.c indexes this).
-BOUNDS_WHAT = ("m", "k", "n", "row offset", "column offset", "event_id", "k (aligned)", "TileGroup slot")
+BOUNDS_WHAT = ("m", "k", "n", "row offset", "column offset", "event_id", "k (aligned)", "TileGroup slot", "trip count")
+#: The BOUNDS_WHAT index of a loop's traced trip count past its static maximum.
+BOUNDS_TRIP_COUNT = 8
 #: SYNC_ERROR kinds (ErrorRecord.a).
 SYNC_SET_TWICE = 0
 SYNC_EVENT_RANGE = 1

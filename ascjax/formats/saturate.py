@@ -12,6 +12,8 @@ outputs are not modelled.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -76,6 +78,23 @@ def order_key(f) -> jax.Array:
     return bits ^ ((bits >> 31) & jnp.int32(0x7FFFFFFF))
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _clip(x, big: float):
+    """``clip(x, -big, big)`` on the bit patterns: XLA turns a float clip into min/max, which flush float32
+    subnormals on CPU. Its derivative is the float clip's: 1 inside, 0 where it clips."""
+    big = jnp.float32(big)
+    key, bits = order_key(x), jax.lax.bitcast_convert_type(x, jnp.int32)
+    as_bits = lambda v: jax.lax.bitcast_convert_type(v, jnp.int32)
+    clipped = jnp.where(key > order_key(big), as_bits(big), jnp.where(key < order_key(-big), as_bits(-big), bits))
+    return jax.lax.bitcast_convert_type(clipped, jnp.float32)
+
+
+@_clip.defjvp
+def _clip_jvp(big, primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _clip(x, big), jnp.where(jnp.abs(x) <= big, t, jnp.zeros_like(t))
+
+
 def cast(x, dtype: str, *, saturate=True, rounding: str | None = None) -> jax.Array:
     """float32 (or int32) values -> ``dtype`` storage (HiF8: uint8 codes), CTRL[48] mode ``saturate``.
 
@@ -88,12 +107,7 @@ def cast(x, dtype: str, *, saturate=True, rounding: str | None = None) -> jax.Ar
     x = jnp.asarray(x).astype(jnp.float32)
     if dtype == "hifloat8":
         return hifloat8.encode(x, saturate=saturate, rounding=rounding)
-    big = jnp.float32(max_finite(dtype))
-    # clipped on the bit patterns: XLA turns a float clip into min/max, which flush float32 subnormals on CPU
-    key, bits = order_key(x), jax.lax.bitcast_convert_type(x, jnp.int32)
-    as_bits = lambda v: jax.lax.bitcast_convert_type(v, jnp.int32)
-    clipped = jnp.where(key > order_key(big), as_bits(big), jnp.where(key < order_key(-big), as_bits(-big), bits))
-    sat = jnp.where(jnp.isnan(x), 0.0, jax.lax.bitcast_convert_type(clipped, jnp.float32))
+    sat = jnp.where(jnp.isnan(x), 0.0, _clip(x, max_finite(dtype)))
     y = jnp.where(jnp.asarray(saturate), sat, x).astype(_FLOATS[dtype])
     if dtype.startswith("float8"):  # one NaN code (0x7F), whatever the sign
         codes = jax.lax.bitcast_convert_type(y, jnp.uint8)

@@ -149,6 +149,16 @@ def check_bounds(state: State, active, op: int, pipe: Pipe, value, limit: int, w
     return fail(state, active & ~ok, Verdict.BOUNDS, op, pipe, a=value, b=limit, c=what), ok
 
 
+def event_id_int(event_id, where: str) -> int | None:
+    """A static event id's value (None when traced); a float or bool id is refused, never truncated."""
+    dtype = getattr(event_id, "dtype", None)
+    if isinstance(event_id, (bool, float, np.bool_, np.floating)) or (
+        dtype is not None and not jnp.issubdtype(dtype, jnp.integer)
+    ):
+        raise TypeError(f"rule 'event id': {where}: event_id must be an integer, got {event_id!r}")
+    return static_int(event_id)
+
+
 def static_int(x) -> int | None:
     """The value of a Python/NumPy integer, or None for a traced value."""
     try:

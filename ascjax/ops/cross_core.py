@@ -28,7 +28,7 @@ from ..core import (
 )
 from ..cross_core import SyncMode, routes, wait_cells
 from ..state import WARN_SET_PIPE, State, WaitKind
-from ._machine import block, clock_op, core_of, fail, hint_release, issue, static_int, warn
+from ._machine import block, clock_op, core_of, event_id_int, fail, hint_release, issue, warn
 from .move import _need
 
 
@@ -62,7 +62,7 @@ def _check(state: State, what: str, pipe, event_id, sync_mode, core: int, peer: 
         _need(peer in (0, 1), f"rule 'UNICAST_BLOCK': {where}: a cube unicast names its AIV: peer=0 or peer=1")
     else:
         _need(peer is None, f"{where}: peer= only applies to a cube UNICAST_BLOCK set or wait")
-    ev = static_int(event_id)
+    ev = event_id_int(event_id, where)
     n = chip.cross_event_ids
     if ev is not None:
         _need(0 <= ev < n, f"rule 'event id range': {where}: event_id {ev} is outside [0, {n})")

@@ -111,7 +111,7 @@ def mmad(
             "mmad with an explicit bias tile initialises C from it: leave c_matrix_source / c_matrix_init_val unset",
         )
     c_dtype = check_dtypes(chip, a, b, c, bias, mx=mx is not None)
-    mode = mode_value(unit_flag_mode)
+    mode = mode_value(unit_flag_mode, writer=True)
     product = f"{a} x {b}" if mx is None else f"({mx[0]} ⊗ {a}) x ({mx[1]} ⊗ {b})"
     op = sites.register(
         "mmad" if mx is None else "mmad_mx",

@@ -125,7 +125,7 @@ def fixpipe(
         f"fixpipe keeping Nz with an 8-bit output ({out_dtype}) merges channels into 16 x 32 fractals, which "
         "ascjax does not model: use nz2nd=True",
     )
-    mode = mode_value(unit_flag_mode)
+    mode = mode_value(unit_flag_mode, writer=False)
     m = src.rows - src_row if m is None else m
     n = src.cols - src_col if n is None else n
     _need(
@@ -156,6 +156,13 @@ def fixpipe(
     )
     if nz2nd:
         _need(g.ndim == 2, f"fixpipe with nz2nd writes a 2-D GM tensor, {dst!r} has shape {g.shape}")
+        if all(static_int(v) is not None for v in (m, n, dst_row, dst_col)):
+            rows, cols, r0, c0 = (static_int(v) for v in (m, n, dst_row, dst_col))
+            _need(
+                r0 >= 0 and c0 >= 0 and r0 + rows <= g.shape[0] and c0 + cols <= g.shape[1],
+                f"rule 'GM window': fixpipe writes a {rows}x{cols} block of {src} at ({r0}, {c0}) of GM output "
+                f"{dst!r}, which is {g.shape[0]}x{g.shape[1]}: declare {dst!r} large enough or pass m / n",
+            )
         fits = (
             (jnp.asarray(dst_row) >= 0)
             & (jnp.asarray(dst_row) + m <= g.shape[0])

@@ -23,7 +23,7 @@ from ..core import (
     Verdict,
 )
 from ..state import State, WaitKind, flag_slot
-from ._machine import block, clock_op, core_of, fail, hint_release, issue, static_int
+from ._machine import block, clock_op, core_of, event_id_int, fail, hint_release, issue
 from .move import _need
 
 
@@ -36,7 +36,7 @@ def _pair(state: State, src, dst, event_id, what: str, core: int):
         + ", ".join(f"{a}->{b}" for a, b in sorted(legal))
         + ("" if core == AIC else " (cube pipes M/MTE1/FIX are not on a vector core; use a cross-core event)"),
     )
-    ev = static_int(event_id)
+    ev = event_id_int(event_id, f"{what}({src} -> {dst})")
     n = state.chip.intra_event_ids
     if ev is not None:
         _need(0 <= ev < n, f"rule 'event id range': event_id {ev} is outside [0, {n}) on chip {state.chip.name}")

@@ -203,7 +203,7 @@ def copy_l0c2ub(
             f"rule 'move split': {mode_enum.name} sends a {rows}x{cols} part of {src} to AIV{sub}, which does not "
             f"fit {dst}",
         )
-    uf_mode = mode_value(unit_flag_mode)
+    uf_mode = mode_value(unit_flag_mode, writer=False)
     op = sites.register("move", Pipe.FIX, f"{src}[:{m}, :{n}] -> {dst} {mode_enum.name}")
     state, active = issue(state, Pipe.FIX)
     state = warn(

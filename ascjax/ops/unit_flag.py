@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -44,16 +45,36 @@ class STPhase(enum.IntEnum):
     Final = 3
 
 
-def mode_value(mode):
-    """A unit-flag mode as int32 (None = DISABLE); traced values pass through."""
+def mode_value(mode, *, writer: bool | None = None):
+    """A unit-flag mode as int32 (None = DISABLE); traced integers pass through.
+
+    ``writer``: the instruction writes L0C (an mmad takes an AccPhase) or reads it (a store or a
+    move out of L0C takes an STPhase); the other side's phase is refused. A mode may also be
+    named (``"ENABLE_UPDATE"``).
+    """
     if mode is None:
         return jnp.int32(0)
-    if isinstance(mode, enum.Enum) or isinstance(mode, int):
+    if writer is not None:
+        wrong, right, side = (STPhase, AccPhase, "an mmad") if writer else (AccPhase, STPhase, "a store or move")
+        if isinstance(mode, wrong):
+            raise ValueError(
+                f"rule 'phase side': {type(mode).__name__}.{mode.name} is the phase of the other side of the unit "
+                f"flag; {side} takes {right.__name__} (here {right.__name__}.{mode.name})"
+            )
+    if isinstance(mode, str) and mode.strip().upper() in UnitFlagMode.__members__:
+        mode = UnitFlagMode[mode.strip().upper()]
+    if isinstance(mode, (enum.Enum, int, np.integer)) and not isinstance(mode, bool):
         value = int(mode)
         if value not in (0, 2, 3):
             raise ValueError(f"unit_flag_mode must be DISABLE (0), ENABLE_KEEP (2) or ENABLE_UPDATE (3), got {value}")
         return jnp.int32(value)
-    return jnp.asarray(mode, jnp.int32)
+    if isinstance(mode, (jax.Array, np.ndarray)) and jnp.issubdtype(jnp.asarray(mode).dtype, jnp.integer):
+        return jnp.asarray(mode, jnp.int32)
+    raise ValueError(
+        f"rule 'unit flag mode': unit_flag_mode={mode!r} is not a unit-flag mode: give UnitFlagMode.DISABLE / "
+        "ENABLE_KEEP / ENABLE_UPDATE (0, 2, 3, or the name as a string), an AccPhase (mmad), an STPhase (store) "
+        "or a traced integer"
+    )
 
 
 def mode_name(value: int) -> str:
