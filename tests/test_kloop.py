@@ -37,6 +37,7 @@ def expected_verdict(first: int, middle: int, last: int, store: int = 3) -> aj.V
     return aj.Verdict.LEFTOVER if flag else aj.Verdict.OK
 
 
+@pytest.mark.slow  # a vmap sweep; test_phase_table sweeps every phase combination in the default run
 def test_all_phase_choices_in_one_vmap():
     """The 27 (first, middle, last) choices with the recipe's store UPDATE, and with KEEP / DISABLE stores."""
     case = kloop_case("float16")

@@ -54,6 +54,7 @@ def softmax_kernel(k):
         pl.store("out", s, (sub * H, 0))
 
 
+@pytest.mark.slow  # about 25 s cold; the matmul-softmax seed kernels run in the default suite
 def test_softmax_of_a_matmul_in_pl_matches_numpy():
     rng = np.random.default_rng(0)
     a = rng.uniform(-2, 2, (M, K)).astype(np.float16)

@@ -16,6 +16,7 @@ def _run(n, kernel=pingpong.pingpong_sections_kernel, **kwargs):
     return aj.run(kernel, pingpong.inputs(), OUT, chip="950", params={"n": n}, **kwargs)
 
 
+@pytest.mark.slow  # a vmap sweep, about 45 s cold; the sections are covered by the tests below
 def test_trip_counts_zero_one_even_odd_in_one_vmap():
     """One compiled two-section kernel: 0, 1, even and odd trip counts all ok, outputs and n + 1 counts right."""
     counts = jnp.array([0, 1, 4, 5], jnp.int32)
@@ -31,6 +32,7 @@ def test_trip_counts_zero_one_even_odd_in_one_vmap():
             assert int(n_wait[i][0, pingpong.RELEASE[slot]]) == used + 1  # one per use + the final wait
 
 
+@pytest.mark.slow  # about 30 s cold: two section orders of the ping-pong kernel
 def test_section_order_does_not_change_verdict_outputs_or_cycles_and_timing_follows_events():
     def reordered(k, n):
         """The same kernel with the vector section written first."""

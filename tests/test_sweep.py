@@ -125,7 +125,9 @@ def test_sweep_shards_over_host_devices():
     assert rows[1]["cycles"] < rows[4]["cycles"]
 
 
-def _counted(k, trips=2):
+def _counted(k, trips=2, phase=aj.AccPhase.Final):
+    """A loop of ``trips`` (at most 4) flag round trips; ``phase`` only names an enum column."""
+
     def step(i):
         k.sync_notify("MTE2", "MTE1", 0)
         k.sync_wait("MTE2", "MTE1", 0)
@@ -133,23 +135,17 @@ def _counted(k, trips=2):
     k.range(4, step, count=trips)
 
 
-def test_a_trip_count_past_the_loops_maximum_is_a_finding_never_clamped():
-    table = aj.sweep(_counted, {"trips": np.array([0, 4, 99, -1], np.int32)}, inputs={}, outputs={})
-    assert [r["verdict"] for r in table.rows] == ["ok", "ok", "bounds", "bounds"]
+def test_trip_counts_past_the_maximum_are_findings_phases_print_by_name_and_cycles_are_integers(tmp_path):
+    scenarios = {"trips": np.array([0, 4, 99, -1], np.int32), "phase": np.array([0, 2, 3, 3], np.int32)}
+    table = aj.sweep(_counted, scenarios, inputs={}, outputs={})
+    assert [r["verdict"] for r in table.rows] == ["ok", "ok", "bounds", "bounds"]  # never clamped to 4
+    assert [line.split()[1] for line in table.format().splitlines()[1:]] == ["none", "Partial", "Final", "Final"]
+    assert [r["phase"] for r in table.rows] == [0, 2, 3, 3]  # the rows keep the values a --grid takes
+    assert all(type(r["cycles"]) is int for r in table.rows) and table.rows[1]["cycles"] > 0
+    table.to_csv(tmp_path / "t.csv")
+    assert all(row["cycles"].isdigit() for row in csv.DictReader(open(tmp_path / "t.csv")))
+    assert all(type(r["cycles"]) is int for r in json.loads(table.to_json()))
     rep = aj.run(_counted, {}, {}, params={"trips": jnp.asarray(99)}).report()
     assert "trip count = 99 is outside [0, 4], the loop's static maximum; it ran 4 iterations" in rep.message
     with pytest.raises(ValueError, match=r"rule 'trip count': count = 99 is outside \[0, 4\]"):
         aj.run(_counted, {}, {}, params={"trips": 99})  # a static count is refused at trace time
-
-
-def test_phases_print_by_name_and_cycles_are_integers(tmp_path):
-    case = next(iter(aj.load_cases(str(KERNELS / "phases.py")).values()))()
-    table = aj.sweep(case, {"first": np.array([0, 2, 3]), "store": np.array([3, 3, 0])}, progress=False)
-    lines = table.format().splitlines()
-    assert lines[1].split()[:2] == ["none", "Final"] and lines[2].split()[:2] == ["Partial", "Final"]
-    assert lines[3].split()[:2] == ["Final", "none"]
-    assert [r["first"] for r in table.rows] == [0, 2, 3]  # the rows keep the values a --grid takes
-    assert all(type(r["cycles"]) is int for r in table.rows)
-    table.to_csv(tmp_path / "t.csv")
-    assert all(row["cycles"].isdigit() for row in csv.DictReader(open(tmp_path / "t.csv")))
-    assert all(type(r["cycles"]) is int for r in json.loads(table.to_json()))

@@ -103,6 +103,7 @@ def test_truncated_trace_is_reported():
     assert info["events"] > info["events_kept"] == 4
 
 
+@pytest.mark.slow  # about 30 s cold; test_cli writes and checks a trace in the default run
 def test_perfetto_trace(tmp_path):
     result = run(matmul_case(kernel=matmul_pingpong_kernel), max_events=512)
     path = tmp_path / "trace.json"

@@ -76,7 +76,7 @@ class Accesses:
         field = lambda name: jnp.concatenate([op[f"rd_{name}"].reshape(-1), op[f"wr_{name}"].reshape(-1)])[flat]
         self.lo, self.hi, self.ok = field("lo"), field("hi"), field("ok")
         self.step = jnp.where(st.acc_write, log.end_step[inst], log.start_step[inst])
-        self.on = field("on") & (self.step >= 0)  # the slot is used (listed), on, and got that far
+        self.on = field("on") & (self.step >= 0) & st.acc_valid  # a real slot, on, and its instance got that far
         self.live = self.on & self.ok
 
 

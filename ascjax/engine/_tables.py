@@ -27,6 +27,11 @@ from ._record import SUB, Sync, Template
 #: Pending signals one cross-core counter holds on a counter chip (the 16th overflows) [semantics §8].
 COUNTER_DEPTH = 15
 NEVER = np.int32(2**30)  # a time no event reaches
+#: Smallest bucket of each padded size: small records (the tests', a first kernel) share one compiled program.
+INSTANCE_FLOOR = 64
+PAIR_FLOOR = 64
+LIST_FLOOR = 8
+READ_SLOT_FLOOR, WRITE_SLOT_FLOOR = 4, 2
 #: The checks' groups of static finding rows, in the order the log concatenates them.
 ROW_GROUPS = ("races", "small_tile", "sync_events", "event_ids", "uninitialised", "bounds")
 
@@ -60,6 +65,8 @@ class Static(eqx.Module):
     acc_inst: Int[Array, " M"]
     acc_slot: Int[Array, " M"]
     acc_write: Bool[Array, " M"]
+    acc_valid: Bool[Array, " M"]  # a real access (the last is always padding: lists that compute, not only
+    # report, are padded with it)
     # candidate conflict pairs: a write access and another queue's access whose footprints overlap
     pair_write: Int[Array, " P"]  # access index
     pair_other: Int[Array, " P"]
@@ -83,7 +90,6 @@ class Static(eqx.Module):
     n_flag_ids: int = eqx.field(static=True)
     n_cross_ids: int = eqx.field(static=True)
     depth: int = eqx.field(static=True)  # ring depth
-    m_queue: int = eqx.field(static=True)  # index of the M queue (-1: none)
     uninit_span: int = eqx.field(static=True)  # the most atoms one listed read covers
     uninit_write_span: int = eqx.field(static=True)
     n_read_slots: int = eqx.field(static=True)
@@ -125,9 +131,9 @@ def static(t: Template, options: ControlOptions) -> Static:
 @functools.lru_cache(maxsize=64)  # one set of padded tables per record and options, not one per call
 def tables(t: Template, options: ControlOptions) -> Static:
     """The template padded to its size bucket, with the options folded in (NumPy, on the host)."""
-    n, q = bucket(t.n_instances, 16), bucket(t.n_queues, 4)
-    length = bucket(t.qlist.shape[1], 8)
-    n_channels, n_uf = max(len(t.channel_keys), 1), bucket(t.uf_atom_blocks.shape[0], 1)
+    n, q = bucket(t.n_instances, INSTANCE_FLOOR), bucket(t.n_queues, 4)
+    length = bucket(t.qlist.shape[1], 16)
+    n_channels, n_uf = bucket(len(t.channel_keys), 2), bucket(t.uf_atom_blocks.shape[0], 2)
     pipe_of = t.queues[t.queue] % len(Pipe)
     sync = t.sync
     fence = (sync == Sync.BARRIER_ALL) | (pipe_of == int(Pipe.S))
@@ -144,50 +150,52 @@ def tables(t: Template, options: ControlOptions) -> Static:
     m_list = _pad(t.qlist[m_queue[0]] if m_queue else np.full(1, -1, np.int32), length, -1)
     acc = _accesses(t, n)
     pairs = _pairs(t, acc)
-    n_pairs = bucket(len(pairs), 16)
+    n_pairs = bucket(len(pairs), PAIR_FLOOR)
     race_inst, reporter = np.unique(acc["inst"][pairs].reshape(-1), return_inverse=True)
     reporter = reporter.reshape(-1, 2)
     uninit_reads, uninit_writes = _uninit(t, acc)
     bound_accs, id_inst = np.flatnonzero(acc["traced"]), np.flatnonzero(t.id_traced)
     sync_rows = _sync_rows(t, options)
-    listed = lambda x, floor=1: _pad(x, bucket(len(x), floor), 0)
-    valid = lambda x, floor=1: _pad(np.ones(len(x), bool), bucket(len(x), floor), False)
+    listed = lambda x, floor=LIST_FLOOR: _pad(x, bucket(len(x), floor), 0)
+    valid = lambda x, floor=LIST_FLOOR: _pad(np.ones(len(x), bool), bucket(len(x), floor), False)
     groups = {  # every static finding row: (its instance, its kind) per group, the row count padded
         "races": (race_inst, Finding.RACE, bucket(len(race_inst), 16)),
         "small_tile": (m_list, Finding.RACE, length),
-        "sync_events": (sync_rows[0], sync_rows[1], bucket(len(sync_rows[0]), 1)),
-        "event_ids": (id_inst, Finding.SYNC_ERROR, bucket(len(id_inst), 1)),
-        "uninitialised": (acc["inst"][uninit_reads], Finding.UNINITIALIZED, bucket(len(uninit_reads), 1)),
-        "bounds": (acc["inst"][bound_accs], Finding.BOUNDS, bucket(len(bound_accs), 1)),
+        "sync_events": (sync_rows[0], sync_rows[1], bucket(len(sync_rows[0]), LIST_FLOOR)),
+        "event_ids": (id_inst, Finding.SYNC_ERROR, bucket(len(id_inst), LIST_FLOOR)),
+        "uninitialised": (acc["inst"][uninit_reads], Finding.UNINITIALIZED, bucket(len(uninit_reads), LIST_FLOOR)),
+        "bounds": (acc["inst"][bound_accs], Finding.BOUNDS, bucket(len(bound_accs), LIST_FLOOR)),
     }
     seg_major, seg_minor = _segments(t, [groups[g] for g in ROW_GROUPS])
     spans = {False: t.read_span, True: t.write_span}
     span = lambda idx: bucket(max((spans[bool(acc["write"][i])][acc["slot"][i]] for i in idx), default=1), 1)
-    m = bucket(acc["inst"].size, 16)
+    m = bucket(acc["inst"].size + 1, LIST_FLOOR)  # at least one padding access, never live
     return Static(
         entry=_pad(t.entry, n, 0), core=_pad(t.core, n, 0), queue=_pad(t.queue, n, 0), pidx=_pad(t.pidx, n, NEVER),
         sync=_pad(t.sync, n, 0), uf_role=_pad(t.uf_role, n, 0), flag_base=_pad(t.flag_base, n, -1),
         flag_scale=_pad(t.flag_scale, n, 0), cross_base=_pad(t.cross_base, n, 0),
-        cross_scale=_pad(t.cross_scale, n, 0), cross_ids=np.asarray(t.cross_ids, np.int32),
+        cross_scale=_pad(t.cross_scale, n, 0), cross_ids=_pad(np.asarray(t.cross_ids, np.int32), bucket(len(t.cross_ids), 2), -1),
         channels=_pad(t.channels, (n, 2), -1), channel_alt=_pad(t.channel_alt, (n, 4), -1),
         fence=_pad(fence, n, False), qlist=_pad(t.qlist, (q, length), -1),
         queue_core=_pad(t.queues // len(Pipe), q, 0), fence_list=fence_list,
-        atom_init=_pad(t.atom_init, bucket(t.n_atoms, 8), False), uf_valid=_pad(np.ones(nu, bool), n_uf, False),
+        atom_init=_pad(t.atom_init, bucket(t.n_atoms, 16), False), uf_valid=_pad(np.ones(nu, bool), n_uf, False),
         channel_valid=_pad(np.ones(len(t.channel_keys), bool), n_channels, False),
         sub_channel=_pad(np.asarray([k[1] == SUB for k in t.channel_keys], bool), n_channels, False),
         acc_flat=_pad(acc["flat"], m, 0), acc_inst=_pad(acc["inst"], m, 0), acc_slot=_pad(acc["slot"], m, 0),
-        acc_write=_pad(acc["write"], m, False),
-        pair_write=listed(pairs[:, 0], 16), pair_other=listed(pairs[:, 1], 16), pair_valid=valid(pairs, 16),
+        acc_write=_pad(acc["write"], m, False), acc_valid=_pad(np.ones(acc["inst"].size, bool), m, False),
+        pair_write=listed(pairs[:, 0], PAIR_FLOOR), pair_other=listed(pairs[:, 1], PAIR_FLOOR),
+        pair_valid=valid(pairs, PAIR_FLOOR),
         race_inst=listed(race_inst, 16), pair_reporter=_pad(reporter, (n_pairs, 2), 0),
-        uninit_reads=listed(uninit_reads), uninit_writes=listed(uninit_writes),
+        uninit_reads=listed(uninit_reads),
+        uninit_writes=_pad(uninit_writes, bucket(len(uninit_writes), LIST_FLOOR), m - 1),  # padding: never lands
         bound_accs=listed(bound_accs), id_inst=listed(id_inst),
         sync_inst=listed(sync_rows[0]), sync_kind=listed(sync_rows[1]), sync_at_end=listed(sync_rows[2]),
         m_list=m_list, seg_major=seg_major, seg_minor=seg_minor,
-        n_flags=bucket(len(t.flag_bits), 4), n_entries=bucket(len(t.entries), 16),
+        n_flags=bucket(len(t.flag_bits), 8), n_entries=bucket(len(t.entries), 32),
         n_flag_ids=t.n_flag_ids, n_cross_ids=t.n_cross_ids, depth=COUNTER_DEPTH if options.counter_chip else 1,
-        m_queue=m_queue[0] if m_queue else -1,
         uninit_span=span(uninit_reads), uninit_write_span=span(uninit_writes),
-        n_read_slots=bucket(t.read_valid.shape[1], 1), n_write_slots=bucket(t.write_valid.shape[1], 1),
+        n_read_slots=bucket(t.read_valid.shape[1], READ_SLOT_FLOOR),
+        n_write_slots=bucket(t.write_valid.shape[1], WRITE_SLOT_FLOOR),
     )  # fmt: skip
 
 
@@ -195,7 +203,7 @@ def _accesses(t: Template, n: int) -> dict:
     """Every used access slot, reads then writes: its instance, slot, footprint, and flat operand index.
 
     The flat index addresses the reads' [n, Rr] operands followed by the writes' [n, Rw] (padded sizes)."""
-    rr, rw = bucket(t.read_valid.shape[1], 1), bucket(t.write_valid.shape[1], 1)
+    rr, rw = bucket(t.read_valid.shape[1], READ_SLOT_FLOOR), bucket(t.write_valid.shape[1], WRITE_SLOT_FLOOR)
     parts = []
     for valid, foot, traced, width, base, write in (
         (t.read_valid, t.read_foot, t.read_traced, rr, 0, False),
@@ -281,6 +289,6 @@ def _segments(t: Template, groups: list):
     group = np.where(key >= 0, np.searchsorted(used, key), -1)
     members = _members(group, len(used))
     major = used // (len(t.entries) + 1) < Finding.LEFTOVER
-    shape = lambda m: (bucket(m.shape[0], 4), bucket(m.shape[1], 1))
+    shape = lambda m: (bucket(m.shape[0], 8), bucket(m.shape[1], 4))
     split = [members[major], members[~major]]
     return tuple(_pad(m, shape(m), row) for m in split)
