@@ -48,7 +48,7 @@ def _issue(op):
 
     @functools.wraps(op)
     def method(self, *args, **kwargs):
-        self._check_live(op.__name__, args, kwargs)
+        self._check_operands(op.__name__, args, kwargs)
         if not self._go():
             return
         if self.subblock is not None:
@@ -66,7 +66,7 @@ def _on_core(op):
 
     @functools.wraps(op)
     def method(self, *args, **kwargs):
-        self._check_live(op.__name__, args, kwargs)
+        self._check_operands(op.__name__, args, kwargs)
         if self._go():
             self.state = op(self.state, *args, sub=self.subblock, **kwargs)
 
@@ -78,7 +78,7 @@ def _on_vector(op, *bound):
 
     @functools.wraps(op)
     def method(self, *args, **kwargs):
-        self._check_live((bound or (op.__name__,))[0], args, kwargs)
+        self._check_operands((bound or (op.__name__,))[0], args, kwargs)
         if not self._go():
             return
         if self.subblock is None:
@@ -293,8 +293,8 @@ class Program:
         file, line = sites.caller()
         self._freed[tile] = f"{sites.short_path(file)}:{line}"
 
-    def _check_live(self, op: str, args, kwargs) -> None:
-        """Refuse an op on a tile freed before it (and not allocated again since); note the GM tensors it names."""
+    def _check_operands(self, op: str, args, kwargs) -> None:
+        """Note the GM tensors an op names, and refuse a tile freed before it (and not allocated again since)."""
         for x in (*args, *kwargs.values()):
             if isinstance(x, str) and x in self.state.gm:
                 self.gm_named.add(x)

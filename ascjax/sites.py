@@ -60,6 +60,8 @@ def caller() -> tuple[str, int]:
 
 
 def _outside(path: str) -> bool:
+    if path.startswith("<frozen"):  # the import machinery
+        return False
     path = os.path.abspath(path)
     return not path.startswith(_PACKAGE_DIR + os.sep) and "/jax/" not in path and "/equinox/" not in path
 
@@ -72,7 +74,7 @@ def locate(exc: BaseException) -> None:
     frame = None
     tb = exc.__traceback__
     while tb is not None:
-        if _outside(tb.tb_frame.f_code.co_filename) and "<frozen" not in tb.tb_frame.f_code.co_filename:
+        if _outside(tb.tb_frame.f_code.co_filename):
             frame = tb
         tb = tb.tb_next
     if frame is None or not exc.args or not isinstance(exc.args[0], str):

@@ -27,7 +27,7 @@ from .case import Case, max_abs_err
 from .chip import get_chip
 from .core import Verdict
 from .options import Options
-from .run import run
+from .run import gm_inputs, run
 from .timing import default_costs
 
 _COST_PREFIX = "costs."
@@ -190,7 +190,7 @@ def sweep(
     """
     case = case_or_kernel if isinstance(case_or_kernel, Case) else None
     kernel = case.kernel if case else case_or_kernel
-    inputs = dict(case.inputs if case else {}, **(inputs or {}))
+    inputs = gm_inputs(dict(case.inputs if case else {}, **(inputs or {})))
     outputs = dict(case.outputs if case else {}, **(outputs or {}))
     params = dict(case.params if case else {}, **(params or {}))
     chip = get_chip(chip or (case.chip if case else "a2"))

@@ -99,8 +99,6 @@ def races(st: Static, log: Log, acc: Accesses) -> dict:
     n_pairs = w.shape[0]
     key = jnp.where(race, at_end * n_pairs + jnp.arange(n_pairs), BIG)
     reporter = jnp.where(w_first, st.pair_reporter[:, 1], st.pair_reporter[:, 0])
-    # materialised first: XLA would otherwise recompute every gather above serially inside the scatter
-    key, reporter = jax.lax.optimization_barrier((key, reporter))
     best = jnp.full(st.race_inst.shape, BIG, jnp.int32).at[reporter].min(key)
     hit = best < BIG
     p = jnp.where(hit, best % n_pairs, 0)

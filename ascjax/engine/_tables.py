@@ -244,19 +244,11 @@ def _uninit(t: Template, acc: dict):
 
 def _sync_rows(t: Template, options: ControlOptions):
     """Per finding a sync effect can raise: (instance, kind, raised at completion)."""
-    rows = []
-    for i, sync in enumerate(t.sync):
-        if sync == Sync.SET_FLAG:
-            rows.append((i, Finding.DOUBLE_SET, True))
-        elif sync == Sync.CROSS_SET:
-            rows.append((i, Finding.MERGED_SIGNAL, True))
-            if options.counter_chip:
-                rows.append((i, Finding.OVERFLOW, True))
-        elif sync == Sync.CROSS_WAIT:
-            rows.append((i, Finding.SYNC_ERROR, False))
-    inst, kind, at_end = (np.asarray(c, dtype) for c, dtype in zip(zip(*rows) if rows else ((), (), ()),
-                                                                   (np.int32, np.int32, bool)))  # fmt: skip
-    return inst, kind, at_end
+    kinds = {Sync.SET_FLAG: [Finding.DOUBLE_SET], Sync.CROSS_WAIT: [Finding.SYNC_ERROR]}
+    kinds[Sync.CROSS_SET] = [Finding.MERGED_SIGNAL] + ([Finding.OVERFLOW] if options.counter_chip else [])
+    rows = [(i, kind, sync != Sync.CROSS_WAIT) for i, sync in enumerate(t.sync) for kind in kinds.get(sync, [])]
+    inst, kind, at_end = zip(*rows) if rows else ((), (), ())
+    return np.asarray(inst, np.int32), np.asarray(kind, np.int32), np.asarray(at_end, bool)
 
 
 def _members(group: np.ndarray, n_groups: int) -> np.ndarray:
