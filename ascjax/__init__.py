@@ -7,7 +7,7 @@ import os as _os
 # (it takes effect when ascjax is imported before jax).
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from . import layout, ops, pl, timing, trace
+from . import isa, layout, ops, pl, timing, trace
 from .case import Case, build_case, case, load_cases, run_case
 from .chip import CHIPS, Chip, get_chip
 from .compile_cache import enable_compile_cache
@@ -83,6 +83,7 @@ __all__ = [
     "build_case",
     "case",
     "get_chip",
+    "isa",
     "launch",
     "layout",
     "load_cases",

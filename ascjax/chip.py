@@ -9,9 +9,7 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
-from .core import Buffer, Format
-
-KIB = 1024
+from .core import ARCH_2201, ARCH_3510, Buffer, Format, alignments, capacities
 
 # (a_dtype, b_dtype) -> c_dtype; bias dtype equals c_dtype [facts §5 "Mmad dtypes", seed 004].
 _COMMON_MMAD = {
@@ -80,39 +78,10 @@ def _proxy(d):
     return MappingProxyType(dict(d))
 
 
-# Atlas A2 / A3 (arch 2201): L0C 128 KB, L0A/L0B 64 KB, BiasTable 1 KB [seed 004];
-# L1 512 KB, UB 192 KB [facts §5 "Sizes"]; alignments [facts §5 "Alignment", seed 004].
-_SIZES_2201 = {
-    Buffer.L1: 512 * KIB,
-    Buffer.L0A: 64 * KIB,
-    Buffer.L0B: 64 * KIB,
-    Buffer.L0C: 128 * KIB,
-    Buffer.BT: 1 * KIB,
-    Buffer.UB: 192 * KIB,
-}
-# Ascend 950 (arch 3510): L0C 256 KB, L0A/L0B 64 KB, BiasTable 4 KB [seed 004]; L1 512 KB,
-# UB 256 KB [facts §5].
-_SIZES_3510 = {
-    Buffer.L1: 512 * KIB,
-    Buffer.L0A: 64 * KIB,
-    Buffer.L0B: 64 * KIB,
-    Buffer.L0C: 256 * KIB,
-    Buffer.BT: 4 * KIB,
-    Buffer.UB: 256 * KIB,
-    Buffer.SCALE_LEFT: 4 * KIB,  # MX scale domains, 64 KB >> 4 each [facts §4 "Spaces", §5 "Sizes"]
-    Buffer.SCALE_RIGHT: 4 * KIB,
-}
-# mmad needs C 1024 B, A/B 512 B, bias 64 B [seed 004]; L1 and UB 32 B [facts §5].
-_ALIGN = {
-    Buffer.L1: 32,
-    Buffer.L0A: 512,
-    Buffer.L0B: 512,
-    Buffer.L0C: 1024,
-    Buffer.BT: 64,
-    Buffer.UB: 32,
-    Buffer.SCALE_LEFT: 32,  # [facts §4 "Spaces": ScaleLeft/ScaleRight 32 B aligned]
-    Buffer.SCALE_RIGHT: 32,
-}
+# Buffer sizes and alignments are the rows of ``core.BUFFERS`` (each cites its source).
+_SIZES_2201 = capacities(ARCH_2201)
+_SIZES_3510 = capacities(ARCH_3510)
+_ALIGN = alignments()
 
 
 def _chip(name: str, arch: str, sizes, a_format: Format, extra, ai_cores: int) -> Chip:

@@ -14,15 +14,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import dtypes
-from .core import Buffer, Format
+from .core import BUFFERS, CHIP_GRANULE_BYTES, Buffer, Format
 from .layout import fractal_unit, from_fractal
 from .memory import Tile
 
-CHIP_GRANULE_BYTES = 512
-
 
 def buffer_granules(chip, buffer: Buffer) -> int:
-    return chip.buffer_bytes[buffer] // CHIP_GRANULE_BYTES
+    return chip.buffer_bytes[buffer] // BUFFERS[buffer].granule_bytes
 
 
 def _static(*values) -> bool:

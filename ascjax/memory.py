@@ -12,20 +12,11 @@ import numpy as np
 
 from . import dtypes
 from .chip import Chip
-from .core import Buffer, Format
+from .core import BUFFERS, Buffer, Format
 from .layout import padded_shape, physical_shape
 
-# formats each buffer may hold, the first is the default (L0A: the chip's A format, see below)
-_FORMATS = {
-    Buffer.L1: (Format.NZ, Format.ND),
-    Buffer.L0A: (),  # chip.a_format, or ND for GEMV (m == 1)
-    Buffer.L0B: (Format.ZN,),
-    Buffer.L0C: (Format.NZ,),
-    Buffer.BT: (Format.ND,),
-    Buffer.UB: (Format.ND,),
-    Buffer.SCALE_LEFT: (Format.ZZ,),  # MX scale_a [M, K/32]
-    Buffer.SCALE_RIGHT: (Format.NN,),  # MX scale_b [K/32, N]
-}
+# formats each buffer may hold, the first is the default (L0A: the chip's A format, or ND for GEMV)
+_FORMATS = {b: row.formats for b, row in BUFFERS.items() if b is not Buffer.GM}
 _ACC_DTYPES = ("float32", "int32")
 #: MX scales (E8M0) sit in 16 x 2 fractals of 32 B ("fractal=32"): Zz for scale_a, Nn for scale_b
 #: [facts §4 "Spaces", §6 "MX"; asc-devkit MmadMx.md: small fractal (2, 16)]

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import types
 
-from .core import Buffer, Pipe
+from . import isa
+from .core import Buffer, InstrKind, Pipe
 from .cross_core import SyncMode
 from .ops.pypto import AtomicType, atomic_add
 from .ops.ub_move import AccToVecMode
@@ -163,16 +164,34 @@ def matmul_mx_acc(dst, acc, lhs, rhs, scale_a, scale_b, *, phase=None):
 
 
 # -- data movement ---------------------------------------------------------------------
+#: PyPTO-Pro's names of the buffers, for messages
+_SPACE_NAMES = {Buffer.L1: "Mat", Buffer.L0A: "Left", Buffer.L0B: "Right", Buffer.L0C: "Acc", Buffer.BT: "Bias"}
+_SPACE_NAMES.update({Buffer.UB: "Vec", Buffer.SCALE_LEFT: "ScaleLeft", Buffer.SCALE_RIGHT: "ScaleRight"})
+#: L1 holds B (K x N) as loaded while L0B wants it transposed: ``transpose`` of an L1 -> L0B move flips
+_TRANSPOSED_DST = (Buffer.L0B,)
+
+
+def _path(what: str, src: Buffer, dst: Buffer, tile) -> isa.Instruction:
+    """The registered instruction for the path ``src -> dst`` (``ascjax.isa.route``), or a ValueError naming the paths."""
+    instr = isa.route(src, dst)
+    if instr is not None:
+        return instr
+    if what == "move":
+        raise ValueError(f"pl.move has no path {src} -> {dst}")
+    if what == "load":
+        side, ends = "writes", [b for a, b in isa.routes() if a is Buffer.GM]
+    else:
+        side, ends = "reads", [a for a, b in isa.routes() if b is Buffer.GM]
+    names = " or ".join(f"{_SPACE_NAMES.get(b, b)} ({b})" for b in sorted(ends, key=list(Buffer).index))
+    raise ValueError(f"pl.{what} {side} {names} tiles, got {tile}")
+
+
 def load(dst, src: str, offsets=(0, 0)):
     """GM -> L1 (ND -> Nz, cube) or GM -> UB (vector), MTE2; ``offsets`` (row, col) may be traced."""
     k = current()
     row, col = offsets
-    if dst.buffer is Buffer.UB:
-        k.copy_gm2ub(dst, src, row=row, col=col)
-    elif dst.buffer is Buffer.L1:
-        k.copy_gm2l1(dst, src, row=row, col=col)
-    else:
-        raise ValueError(f"pl.load writes Mat (L1) or Vec (UB) tiles, got {dst}")
+    instr = _path("load", Buffer.GM, dst.buffer, dst)
+    getattr(k, instr.name)(dst, src, row=row, col=col)
 
 
 def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None):
@@ -183,14 +202,13 @@ def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scal
     k = current()
     row, col = offsets
     add = atomic_add(atomic)
-    if src.buffer is Buffer.L0C:
-        k.store(dst, src, (row, col), phase=phase, relu=relu, scale=scale, atomic=add)
-    elif src.buffer is Buffer.UB:
-        if phase is not None or scale is not None or relu:
-            raise ValueError("phase, scale and relu apply to a store out of L0C (the fixpipe), not from UB")
-        k.copy_ub2gm(dst, src, row=row, col=col, atomic=add)
-    else:
-        raise ValueError(f"pl.store reads Acc (L0C) or Vec (UB) tiles, got {src}")
+    instr = _path("store", src.buffer, Buffer.GM, src)
+    if instr.kind is InstrKind.L0C_READ:
+        getattr(k, instr.name)(dst, src, (row, col), phase=phase, relu=relu, scale=scale, atomic=add)
+        return
+    if phase is not None or scale is not None or relu:
+        raise ValueError("phase, scale and relu apply to a store out of L0C (the fixpipe), not from UB")
+    getattr(k, instr.name)(dst, src, row=row, col=col, atomic=add)
 
 
 def store_tile(dst: str, src, tile_offsets=(0, 0), **kwargs):
@@ -205,30 +223,25 @@ def move(dst, src, offset=None, *, acc_to_vec_mode=None, phase=None, relu: bool 
     L1 tiles hold A (M x K) and B (K x N) as loaded; ``transpose=True`` says the L1 tile holds the transpose.
     """
     k = current()
-    pair = (src.buffer, dst.buffer)
-    if src.buffer is Buffer.L0C and dst.buffer is Buffer.UB:
+    instr = _path("move", src.buffer, dst.buffer, src)
+    method = getattr(k, instr.name)
+    if instr.kind is InstrKind.L0C_READ:
         mode = AccToVecMode.SingleModeVec0 if acc_to_vec_mode is None else acc_to_vec_mode
-        k.move_to_vec(dst, src, acc_to_vec_mode=mode, phase=phase, relu=relu)
+        method(dst, src, acc_to_vec_mode=mode, phase=phase, relu=relu)
         return
     if phase is not None or acc_to_vec_mode is not None:
         raise ValueError(f"phase and acc_to_vec_mode apply to a move out of L0C, not {src.buffer} -> {dst.buffer}")
-    row, col = offset or (0, 0)
-    if pair == (Buffer.L1, Buffer.L0A):
-        k.copy_l12l0a(dst, src, transpose=transpose, row=row, col=col)
-    elif pair == (Buffer.L1, Buffer.L0B):
-        k.copy_l12l0b(dst, src, transpose=not transpose, row=row, col=col)
-    elif pair == (Buffer.L1, Buffer.BT):
-        k.copy_l12bt(dst, src, col=col)
-    elif src.buffer is Buffer.L1 and dst.buffer in (Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT):
-        k.copy_l12scale(dst, src, row=row, col=col)
-    elif pair == (Buffer.UB, Buffer.L1):
-        k.insert(dst, src, row=row, col=col)
-    elif pair == (Buffer.UB, Buffer.UB):
+    if instr.kind is InstrKind.VECTOR:
         if offset is not None:
             raise ValueError("a UB -> UB move copies whole tiles: drop offset")
-        k.copy_ub2ub(dst, src)
-    else:
-        raise ValueError(f"pl.move has no path {src.buffer} -> {dst.buffer}")
+        method(dst, src)
+        return
+    row, col = offset or (0, 0)
+    params = instr.signature.parameters
+    kwargs = {name: v for name, v in (("row", row), ("col", col)) if name in params}
+    if "transpose" in params:
+        kwargs["transpose"] = transpose != (dst.buffer in _TRANSPOSED_DST)
+    method(dst, src, **kwargs)
 
 
 def insert(dst, src, offset=(0, 0)):

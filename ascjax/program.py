@@ -1,6 +1,7 @@
 """The kernel-writing facade: holds the current state at trace time so kernels read like Ascend C.
 
-``k.mmad(c, a, b, m, k, n, ...)`` is ``k.state = ops.mmad(k.state, c, a, b, m, k, n, ...)``; the
+``k.mmad(c, a, b, m, k, n, ...)`` issues the instruction ``mmad`` declared in ``ascjax.isa``:
+``k.state = ops.mmad(k.state, c, a, b, m, k, n, ...)``, every method generated from its declaration; the
 kernel as a whole stays a pure function of its arrays. Loops written with ``Program.range``
 are ``lax.scan``s, so they compile once whatever their trip count.
 
@@ -13,15 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from . import hazards, indexed, ops, sites
+from . import hazards, indexed, isa, sites
 from .chip import Chip
-from .core import BOUNDS_TRIP_COUNT, N_CORES, Pipe, Verdict
-from .cross_core import SyncMode
+from .core import BOUNDS_TRIP_COUNT, N_CORES, CoreKind, Pipe, Verdict
+from .engine import Sync
 from .memory import Allocator, Tile
 from .ops._machine import fail, static_int
 from .sections import Plan, run_concurrent
@@ -43,51 +45,17 @@ def current() -> Program:
     return _CURRENT[-1]
 
 
-def _issue(op):
-    """A cube-core op (mmad, fixpipe, L1/L0 moves...)."""
+def _method(instr: isa.Instruction):
+    """The ``Program`` method of a registered instruction: it issues ``instr`` on the current core."""
 
-    @functools.wraps(op)
     def method(self, *args, **kwargs):
-        self._check_operands(op.__name__, args, kwargs)
-        if not self._go():
-            return
-        if self.subblock is not None:
-            raise ValueError(
-                f"{op.__name__} runs on the cube core (AIC), but it was issued on AIV{self.subblock} (inside a vector "
-                "section): move it to the cube section"
-            )
-        self.state = op(self.state, *args, **kwargs)
+        self._issue(instr, args, kwargs)
 
-    return method
-
-
-def _on_core(op):
-    """An op of any core (sync, cross-core events): it runs on the current core."""
-
-    @functools.wraps(op)
-    def method(self, *args, **kwargs):
-        self._check_operands(op.__name__, args, kwargs)
-        if self._go():
-            self.state = op(self.state, *args, sub=self.subblock, **kwargs)
-
-    return method
-
-
-def _on_vector(op, *bound):
-    """A vector-core op: it runs on the current AIV."""
-
-    @functools.wraps(op)
-    def method(self, *args, **kwargs):
-        self._check_operands((bound or (op.__name__,))[0], args, kwargs)
-        if not self._go():
-            return
-        if self.subblock is None:
-            raise ValueError(
-                f"{(bound or (op.__name__,))[0]} runs on a vector core (AIV), but it was issued on the cube core: "
-                "put it in a vector section (k.section_vector / with k.vector(sub))"
-            )
-        self.state = op(self.state, *bound, *args, sub=self.subblock, **kwargs)
-
+    method.__name__ = instr.name
+    method.__qualname__ = f"Program.{instr.name}"
+    method.__doc__ = f"{instr.summary} ({instr.kind} on {instr.core}, pipe {instr.pipe or 'named by the arguments'})."
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY), *instr.signature.parameters.values()]
+    method.__signature__ = instr.signature.replace(parameters=params)
     return method
 
 
@@ -293,15 +261,17 @@ class Program:
         file, line = sites.caller()
         self._freed[tile] = f"{sites.short_path(file)}:{line}"
 
-    def _check_operands(self, op: str, args, kwargs) -> None:
-        """Note the GM tensors an op names, and refuse a tile freed before it (and not allocated again since)."""
-        for x in (*args, *kwargs.values()):
-            if isinstance(x, str) and x in self.state.gm:
-                self.gm_named.add(x)
-            if isinstance(x, Tile) and x in self._freed and x not in self.allocator.live[x.buffer]:
+    def _check_operands(self, instr: isa.Instruction, args, kwargs) -> None:
+        """Note the GM tensors ``instr`` names, and refuse a tile freed before it (and not allocated again since)."""
+        for access in instr.effects(args, kwargs):
+            x = access.tile
+            if x is None:
+                if access.gm in self.state.gm:
+                    self.gm_named.add(access.gm)
+            elif x in self._freed and x not in self.allocator.live[x.buffer]:
                 raise ValueError(
-                    f"rule 'use after free': {op} uses {x}, which was freed at {self._freed[x]}: its bytes may "
-                    "belong to another tile now; move the free after the tile's last use"
+                    f"rule 'use after free': {instr.name} {access}, which was freed at {self._freed[x]}: its "
+                    "bytes may belong to another tile now; move the free after the tile's last use"
                 )
 
     def tile_group(self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None) -> GroupHandle:
@@ -316,79 +286,40 @@ class Program:
         self.state = eqx.tree_at(lambda s: s.cursors, self.state, cursors)
         return GroupHandle(self, group)
 
-    # -- ops (see ascjax.ops) ----------------------------------------------------------
-    copy_gm2l1 = _issue(ops.copy_gm2l1)
-    copy_gm2l1_nd2nz = _issue(ops.copy_gm2l1_nd2nz)
-    copy_l12l0a = _issue(ops.copy_l12l0a)
-    copy_l12l0b = _issue(ops.copy_l12l0b)
-    copy_l12bt = _issue(ops.copy_l12bt)
-    mmad = _issue(ops.mmad)
-    fixpipe = _issue(ops.fixpipe)
-    copy_l0c2gm = _issue(ops.fixpipe)
-    set_l0c_copy_config = _issue(ops.set_l0c_copy_config)
-    set_mmad_direction = _issue(ops.set_mmad_direction)
-    set_ctrl_saturation = _issue(ops.set_ctrl_saturation)
-    sync_notify = _on_core(ops.sync_notify)
-    sync_wait = _on_core(ops.sync_wait)
-    sync_pipe = _on_core(ops.sync_pipe)
-    set_cross_core = _on_core(ops.set_cross_core)
-
-    def wait_cross_core(self, pipe, event_id, sync_mode=SyncMode.INTRA_BLOCK, *, peer=None, when=True):
-        """``ops.wait_cross_core`` on the current core; in a concurrent section, a point where the core may yield."""
+    # -- instructions (declared in ascjax.isa; Program has one method per registered instruction) ----------------
+    def _issue(self, instr: isa.Instruction, args: tuple, kwargs: dict) -> None:
+        """Issue ``instr`` on the current core: check its operands and core, then run its data function."""
+        self._check_operands(instr, args, kwargs)
         gate = self.gate
-        if gate is not None:
-            gate.count_wait("wait_cross_core")
+        cross_wait = instr.sync is Sync.CROSS_WAIT and gate is not None
+        if cross_wait:
+            gate.count_wait(instr.name)
         if not self._go():
             return
-        self.state = ops.wait_cross_core(self.state, pipe, event_id, sync_mode, sub=self.subblock, peer=peer, when=when)
-        if gate is not None:  # the segment's leading wait: did it block? (what it recorded survives a yield)
+        if instr.core is CoreKind.CUBE and self.subblock is not None:
+            raise ValueError(
+                f"{instr.name} runs on the cube core (AIC), but it was issued on AIV{self.subblock} (inside a vector "
+                "section): move it to the cube section"
+            )
+        if instr.core is CoreKind.VECTOR and self.subblock is None:
+            raise ValueError(
+                f"{instr.name} runs on a vector core (AIV), but it was issued on the cube core: put it in a vector "
+                "section (k.section_vector / with k.vector(sub))"
+            )
+        extra = {} if instr.core is CoreKind.CUBE else {"sub": self.subblock}
+        self.state = instr.data(self.state, *instr.bound, *args, **kwargs, **extra)
+        if cross_wait:  # the segment's leading wait: did it block? (what it recorded survives a yield)
+            pipe = instr.signature.bind(*args, **kwargs).arguments["pipe"]
             st = self.state
             w, g = st.wait, hazards.gpipe(self.core, Pipe.parse(pipe))
             gate.yielded = w.blocked[g] & (w.kind[g] == WaitKind.CROSS_CORE) & (w.seq[g] == st.seq)
             gate.after_wait = (st.wait, st.error, st.seq, st.warn_op)
 
-    # L0C -> UB (the cube's FIX pipe), and the vector cores' data paths
-    copy_l0c2ub = _issue(ops.copy_l0c2ub)
-    move_to_vec = _issue(ops.move_to_vec)
-    copy_gm2ub = _on_vector(ops.copy_gm2ub)
-    copy_ub2gm = _on_vector(ops.copy_ub2gm)
-    copy_ub2l1 = _on_vector(ops.copy_ub2l1)
-    insert = _on_vector(ops.copy_ub2l1)
-    # vector compute on UB (pipe V)
-    add = _on_vector(ops.binary, "add")
-    sub = _on_vector(ops.binary, "sub")
-    mul = _on_vector(ops.binary, "mul")
-    div = _on_vector(ops.binary, "div")
-    max = _on_vector(ops.binary, "max")
-    min = _on_vector(ops.binary, "min")
-    abs = _on_vector(ops.unary, "abs")
-    exp = _on_vector(ops.unary, "exp")
-    ln = _on_vector(ops.unary, "ln")
-    sqrt = _on_vector(ops.unary, "sqrt")
-    relu = _on_vector(ops.unary, "relu")
-    neg = _on_vector(ops.unary, "neg")
-    row_max = _on_vector(ops.reduce_rows, "max")
-    row_min = _on_vector(ops.reduce_rows, "min")
-    row_sum = _on_vector(ops.reduce_rows, "sum")
-    col_max = _on_vector(ops.reduce_cols, "max")
-    col_min = _on_vector(ops.reduce_cols, "min")
-    col_sum = _on_vector(ops.reduce_cols, "sum")
-    copy_ub2ub = _on_vector(ops.copy)
-    expand_add = _on_vector(ops.expand, "add")
-    expand_sub = _on_vector(ops.expand, "sub")
-    expand_mul = _on_vector(ops.expand, "mul")
-    expand_div = _on_vector(ops.expand, "div")
-    fill = _on_vector(ops.fill)
-    cast = _on_vector(ops.cast)
-    # PyPTO-Pro spellings with phases and the framework's auto M -> FIX sync
-    matmul = _issue(ops.matmul)
-    matmul_acc = _issue(ops.matmul_acc)
-    store = _issue(ops.store)
-    # MX (block-scaled) matmuls on 950 and the L1 -> ScaleLeft / ScaleRight move
-    mmad_mx = _issue(ops.mmad_mx)
-    matmul_mx = _issue(ops.matmul_mx)
-    matmul_mx_acc = _issue(ops.matmul_mx_acc)
-    copy_l12scale = _issue(ops.copy_l12scale)
+    def __getattr__(self, name: str):
+        instr = isa.lookup(name)  # an instruction registered after this module was imported
+        if instr is None:
+            raise AttributeError(f"Program has no method or instruction {name!r}")
+        return functools.partial(_method(instr), self)
 
     def gm(self, name: str) -> jax.Array:
         """The current contents of a GM tensor."""
@@ -525,3 +456,8 @@ class Program:
             return lambda state: self._traced(state, fn or (lambda: None), "branch")
 
         self.state = jax.lax.cond(jnp.asarray(pred), branch(then), branch(otherwise), self.state)
+
+
+for _instr in isa.instructions().values():
+    setattr(Program, _instr.name, _method(_instr))
+del _instr

@@ -7,7 +7,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from . import hazards, sites
+from . import hazards, isa, sites
 from .core import (
     BOUNDS_TRIP_COUNT,
     BOUNDS_WHAT,
@@ -20,6 +20,7 @@ from .core import (
     WAR,
     WAW,
     Buffer,
+    InstrKind,
     Pipe,
     Verdict,
     pipe_name,
@@ -98,16 +99,17 @@ def _unit_flag_wait(state, w, p) -> list[str]:
     last_op, last_mode = int(w.last_op[p]), int(w.last_mode[p])
     lines = [f"  waits for unit flag = {value} on {count} L0C block(s) {lo}..{hi} ({_l0c_tile(state, lo)})"]
     last = sites.site(last_op)
+    last_kind = None if last is None else isa.kind_of(last.op)
     if last is None:
         lines.append("  no mmad or fixpipe touched those blocks before it.")
     else:
         lines.append(f"  those blocks were last touched by {last.op} at {last.location} with {mode_name(last_mode)}.")
     if value == 1:  # a read (fixpipe) waits for the mmad's UPDATE
-        if last is not None and last.op == "mmad" and last_mode == 2:
+        if last_kind is InstrKind.MMAD and last_mode == 2:
             lines.append(
                 "  Fix: the last mmad on this tile must use ENABLE_UPDATE (AccPhase.Final) - rule 'Final closing'."
             )
-        elif last is not None and last.op == "fixpipe":
+        elif last_kind is InstrKind.L0C_READ:
             lines.append(
                 "  Fix: an earlier read already drained these blocks (UPDATE clears the flag): use ENABLE_KEEP "
                 "(STPhase.Partial) for all reads but the last, or let an mmad with UPDATE refill them first."
@@ -118,7 +120,7 @@ def _unit_flag_wait(state, w, p) -> list[str]:
                 "(or use DISABLE on both sides with M->FIX sync_notify/sync_wait)."
             )
     else:  # an mmad waits for the fixpipe's UPDATE
-        if last is not None and last.op == "fixpipe" and last_mode == 2:
+        if last_kind is InstrKind.L0C_READ and last_mode == 2:
             lines.append(
                 "  Fix: the last read of this tile must use ENABLE_UPDATE (STPhase.Final) to hand it back to the cube."
             )
@@ -281,8 +283,8 @@ def _race(state: State, err) -> str:
         lines.append("  Fix: put sync_pipe('M') (PipeBarrier<PIPE_M>) between the accumulating mmads.")
         return "\n".join(lines)
     lines.append("  nothing orders them: no flag, unit-flag handshake or barrier leads from the first to the second.")
-    ops = {other.op if other else "", me.op}
-    if key == "L0C" and "mmad" in ops and "fixpipe" in ops:
+    kinds = {isa.kind_of(other.op) if other else None, isa.kind_of(me.op)}
+    if key == "L0C" and {InstrKind.MMAD, InstrKind.L0C_READ} <= kinds:
         lines.append(
             "  Order them with the unit flag on both sides (the last mmad ENABLE_UPDATE / AccPhase.Final, the "
             "fixpipe ENABLE_UPDATE / STPhase.Final), or with sync_notify/sync_wait(M, FIX) and the flag off on "

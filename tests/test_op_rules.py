@@ -130,7 +130,9 @@ def test_a_freed_tile_cannot_be_used_and_a_free_after_the_last_use_is_fine():
         k.free(t)
         k.copy_gm2l1(t, "g")
 
-    with pytest.raises(ValueError, match=r"rule 'use after free': copy_gm2l1 uses .*freed at tests/test_op_rules\.py"):
+    with pytest.raises(
+        ValueError, match=r"rule 'use after free': copy_gm2l1 writes dst = `l1_0` .*freed at tests/test_op_rules\.py"
+    ):
         _trace(after_free)
 
     def free_last(k):

@@ -246,12 +246,18 @@ def test_move_part_larger_than_the_ub_tile_is_rejected():
 
 
 # --- move with the unit flag ----------------------------------------------------------------
-def _flag_kernel(k, mm_phase):
-    m = kk = n = 32
-    a1, b1, a0, b0, c = _operands(k, m, kk, n)
-    ub = k.alloc("UB", (m // 2, n), F32, name="ub")
+def _staged_32(k):
+    """A and B (32 x 32) staged into L0A / L0B, and the L0C tile and the half-height UB tile a move fills."""
+    a1, b1, a0, b0, c = _operands(k, 32, 32, 32)
+    ub = k.alloc("UB", (16, 32), F32, name="ub")
     _stage(k, a1, b1, a0, b0)
     _l0(k, a1, b1, a0, b0)
+    return a0, b0, c, ub
+
+
+def _flag_kernel(k, mm_phase):
+    m = 32
+    a0, b0, c, ub = _staged_32(k)
     with k.cube():
         k.matmul(c, a0, b0, phase=mm_phase)  # traced: 0 = no phase
         k.move_to_vec(ub, c, acc_to_vec_mode=AccToVecMode.DualModeSplitM, phase=STPhase.Final)
@@ -287,3 +293,25 @@ def test_move_with_unit_flag_needs_a_final_matmul():
         np.testing.assert_array_equal(np.asarray(runs[phase].outputs["out"]), 0)  # the AIVs never got the data
     assert "AccPhase.Final" in runs[AccPhase.Partial].report().message
     assert "rule 'Final closing'" in runs[AccPhase.Partial].report().message
+
+
+def _read_twice_kernel(k, first):
+    a0, b0, c, ub = _staged_32(k)
+    with k.cube():
+        k.matmul(c, a0, b0, phase=AccPhase.Final)
+        k.move_to_vec(ub, c, acc_to_vec_mode=AccToVecMode.DualModeSplitM, phase=first)  # traced STPhase
+        k.move_to_vec(ub, c, acc_to_vec_mode=AccToVecMode.DualModeSplitM, phase=STPhase.Final)
+
+
+def test_a_move_after_a_draining_move_is_told_an_earlier_read_drained_the_blocks():
+    """Reports dispatch on the instruction's kind: a move out of L0C is a read, like fixpipe (not an mmad)."""
+    a = _rng(7).uniform(-1, 1, (32, 32)).astype(np.float16)
+    runs = {
+        phase: aj.run(_read_twice_kernel, {"a": a, "b": a}, {}, params={"first": jnp.int32(phase)}, sanitize=False)
+        for phase in (STPhase.Partial, STPhase.Final)
+    }
+    assert runs[STPhase.Partial].report().verdict is aj.Verdict.OK, runs[STPhase.Partial].report().message
+    rep = runs[STPhase.Final].report()
+    assert rep.verdict is aj.Verdict.DEADLOCK and rep.op == "move", rep.message
+    assert "last touched by move" in rep.message
+    assert "an earlier read already drained these blocks" in rep.message and "STPhase.Partial" in rep.message

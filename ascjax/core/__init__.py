@@ -3,6 +3,13 @@
 Nothing here imports from the rest of ascjax.
 """
 
+from ._buffers import ARCH_2201 as ARCH_2201
+from ._buffers import ARCH_3510 as ARCH_3510
+from ._buffers import BUFFERS as BUFFERS
+from ._buffers import CHIP_GRANULE_BYTES as CHIP_GRANULE_BYTES
+from ._buffers import BufferRow as BufferRow
+from ._buffers import alignments as alignments
+from ._buffers import capacities as capacities
 from ._findings import HAZARD_NAMES as HAZARD_NAMES
 from ._findings import RAW as RAW
 from ._findings import SMALL_TILE as SMALL_TILE
@@ -15,7 +22,9 @@ from ._kinds import AIV_FLAG_PAIRS as AIV_FLAG_PAIRS
 from ._kinds import AIV_PIPES as AIV_PIPES
 from ._kinds import N_PIPES as N_PIPES
 from ._kinds import Buffer as Buffer
+from ._kinds import CoreKind as CoreKind
 from ._kinds import Format as Format
+from ._kinds import InstrKind as InstrKind
 from ._kinds import Pipe as Pipe
 from ._kinds import SyncMode as SyncMode
 from ._topology import AIC as AIC

@@ -83,6 +83,34 @@ class Pipe(enum.IntEnum):
 
 N_PIPES = len(Pipe)
 
+
+class InstrKind(enum.Enum):
+    """What an instruction is. Reports and checks dispatch on this, never on instruction names."""
+
+    MOVE = "data movement"  # an MTE copy (GM, L1, L0A/L0B, BiasTable, UB)
+    MMAD = "mmad"  # writes L0C: the unit flag's writer side (AccPhase)
+    L0C_READ = "L0C read"  # fixpipe to GM, move L0C -> UB: the unit flag's reader side (STPhase)
+    VECTOR = "vector"  # compute on UB (pipe V)
+    FLAG = "flag"  # intra-core SetFlag / WaitFlag
+    BARRIER = "barrier"  # PipeBarrier
+    CROSS_CORE = "cross-core event"  # set / wait_cross_core
+    CONFIG = "config"  # scalar control registers
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class CoreKind(enum.Enum):
+    """The core an instruction runs on: the cube core, a vector core, or the one it is issued on."""
+
+    CUBE = "AIC"
+    VECTOR = "AIV"
+    ANY = "any"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 #: Legal SetFlag/WaitFlag (src, dst) pairs on the AIC [facts §2 "Legal pairs on 2201"].
 AIC_FLAG_PAIRS = frozenset(
     {

@@ -23,7 +23,7 @@ from ..straight_through import straight_through
 from ._machine import clock_op, core_of, issue, poison, touch_tile
 from .move import _expect, _need
 
-_BINARY = {
+BINARY = {
     "add": jnp.add,
     "sub": jnp.subtract,
     "mul": jnp.multiply,
@@ -31,7 +31,7 @@ _BINARY = {
     "max": jnp.maximum,
     "min": jnp.minimum,
 }
-_UNARY = {
+UNARY = {
     "abs": jnp.abs,
     "exp": jnp.exp,
     "ln": jnp.log,
@@ -39,9 +39,9 @@ _UNARY = {
     "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
     "neg": jnp.negative,
 }
-_REDUCE = {"max": jnp.max, "sum": jnp.sum, "min": jnp.min}
+REDUCE = {"max": jnp.max, "sum": jnp.sum, "min": jnp.min}
 #: ops on the slow (transcendental) path of the vector unit [facts §7 Vector: Exp/Ln/Sqrt/Div 32 el/cycle]
-_TRANSCENDENTAL = {"exp", "ln", "sqrt", "div"}
+TRANSCENDENTAL = {"exp", "ln", "sqrt", "div"}
 
 
 class RoundMode(enum.IntEnum):
@@ -97,32 +97,32 @@ def _same_shape(out: Tile, *tiles: Tile) -> None:
 
 def binary(state: State, kind: str, out: Tile, lhs: Tile, rhs, *, sub: int) -> State:
     """``out = lhs (op) rhs`` elementwise; ``rhs`` is a tile of the same shape or a scalar (traced allowed)."""
-    _need(kind in _BINARY, f"unknown vector op {kind!r}: expected one of {sorted(_BINARY)}")
+    _need(kind in BINARY, f"unknown vector op {kind!r}: expected one of {sorted(BINARY)}")
     _ub(out, "out")
     _ub(lhs, "lhs")
-    fn = _BINARY[kind]
+    fn = BINARY[kind]
     if isinstance(rhs, Tile):
         _ub(rhs, "rhs")
         _same_shape(out, lhs, rhs)
         _need(lhs.dtype == rhs.dtype == out.dtype, f"rule 'vector dtypes': {kind} needs one dtype: {lhs}, {rhs}, {out}")
-        return _vec_op(state, kind, f"{out} = {lhs} {kind} {rhs}", sub, out, (lhs, rhs), fn, kind in _TRANSCENDENTAL)
+        return _vec_op(state, kind, f"{out} = {lhs} {kind} {rhs}", sub, out, (lhs, rhs), fn, kind in TRANSCENDENTAL)
     _same_shape(out, lhs)
     _need(lhs.dtype == out.dtype, f"rule 'vector dtypes': {kind}s needs one dtype: {lhs}, {out}")
     scalar = jnp.asarray(rhs, lhs.np_dtype)
     return _vec_op(
         state, kind + "s", f"{out} = {lhs} {kind} scalar", sub, out, (lhs,), lambda x: fn(x, scalar),
-        kind in _TRANSCENDENTAL,
+        kind in TRANSCENDENTAL,
     )  # fmt: skip
 
 
 def unary(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
     """``out = f(src)`` elementwise for f in abs, exp, ln, sqrt, relu, neg."""
-    _need(kind in _UNARY, f"unknown vector op {kind!r}: expected one of {sorted(_UNARY)}")
+    _need(kind in UNARY, f"unknown vector op {kind!r}: expected one of {sorted(UNARY)}")
     _ub(out, "out")
     _ub(src, "src")
     _same_shape(out, src)
     _need(src.dtype == out.dtype, f"rule 'vector dtypes': {kind} keeps the dtype ({src} -> {out}); cast first")
-    return _vec_op(state, kind, f"{out} = {kind}({src})", sub, out, (src,), _UNARY[kind], kind in _TRANSCENDENTAL)
+    return _vec_op(state, kind, f"{out} = {kind}({src})", sub, out, (src,), UNARY[kind], kind in TRANSCENDENTAL)
 
 
 def reduce_rows(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
@@ -139,7 +139,7 @@ def reduce_cols(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> S
 
 
 def _reduce(state: State, kind: str, out: Tile, src: Tile, axis: int, sub: int) -> State:
-    _need(kind in _REDUCE, f"unknown reduction {kind!r}: expected one of {sorted(_REDUCE)}")
+    _need(kind in REDUCE, f"unknown reduction {kind!r}: expected one of {sorted(REDUCE)}")
     _ub(out, "out")
     _ub(src, "src")
     name = ("col_", "row_")[axis] + kind
@@ -149,7 +149,7 @@ def _reduce(state: State, kind: str, out: Tile, src: Tile, axis: int, sub: int) 
         f"rule '{('column', 'row')[axis]} reduction': {name} of {src} gives a [{want[0]}, {want[1]}] tile, got {out}",
     )
     _need(src.dtype == out.dtype, f"rule 'vector dtypes': {name} keeps the dtype ({src} -> {out})")
-    red = _REDUCE[kind]
+    red = REDUCE[kind]
     return _vec_op(
         state, name, f"{out} = {name}({src})", sub, out, (src,), lambda x: red(x, axis=axis, keepdims=True), False
     )
@@ -171,7 +171,7 @@ def expand(state: State, kind: str, out: Tile, src: Tile, vec: Tile, *, sub: int
         f"row, got {vec}",
     )
     _need(src.dtype == vec.dtype == out.dtype, f"rule 'vector dtypes': expand_{kind} needs one dtype")
-    fn = _BINARY[kind]
+    fn = BINARY[kind]
     return _vec_op(state, f"expand_{kind}", f"{out} = {src} {kind} {vec}", sub, out, (src, vec), fn, kind == "div")
 
 

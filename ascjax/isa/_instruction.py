@@ -1,0 +1,122 @@
+"""``Instruction``: one declaration per instruction, the single place its facts live.
+
+A declaration holds the data function (``state, *bound, *args -> state``), what the
+instruction is (``InstrKind``: what reports dispatch on), the core kind and pipe it runs on,
+its operands (which parameters name tiles or GM tensors it reads and writes, and in which
+buffers they may lie), its sync effect, the cost fields that price it and its report
+wording. ``Program`` methods and ``ascjax.pl`` spellings are bound to declarations
+(``ascjax.isa.register`` is the extension point).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+
+from ..core import BUFFERS, Buffer, CoreKind, InstrKind, Pipe
+from ..engine import Sync
+from ..memory import Tile
+
+#: The parameters a data function takes besides the user's arguments.
+_MACHINE_PARAMS = ("state", "sub")
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """A parameter that names data: a tile in one of ``buffers``, or (``Buffer.GM``) a GM tensor's name."""
+
+    param: str
+    buffers: tuple[Buffer, ...]
+    write: bool = False
+
+    def values(self, value) -> tuple:
+        """The tiles / GM names the argument holds (a tuple of tiles, one tile, a name, or none)."""
+        if value is None:
+            return ()
+        items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+        return tuple(v for v in items if isinstance(v, Tile) or (isinstance(v, str) and Buffer.GM in self.buffers))
+
+
+@dataclasses.dataclass(frozen=True)
+class Access:
+    """One effect of an issued instruction: it reads or writes ``tile`` (or the GM tensor ``gm``)."""
+
+    operand: Operand
+    tile: Tile | None = None
+    gm: str | None = None
+
+    @property
+    def buffer(self) -> Buffer:
+        return Buffer.GM if self.tile is None else self.tile.buffer
+
+    @property
+    def byte_range(self) -> tuple[int, int] | None:
+        """``[lo, hi)`` in its buffer (slot 0 of a TileGroup); None for a GM window (the op's offsets place it)."""
+        return None if self.tile is None else (self.tile.addr, self.tile.end)
+
+    def __str__(self) -> str:
+        what = f"GM tensor {self.gm!r}" if self.tile is None else str(self.tile)
+        return f"{'writes' if self.operand.write else 'reads'} {self.operand.param} = {what}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+    """The declaration of one instruction.
+
+    **Fields:** ``name``: the ``Program`` method; ``data``: the data function; ``kind``;
+    ``core``: ``CoreKind.CUBE`` / ``VECTOR``, or ``ANY`` (sync: the core it is issued on);
+    ``pipe``: the pipe it runs on, or None when an argument names it (sync); ``operands``;
+    ``sync``: its effect on the sync hardware; ``bound``: leading arguments of ``data`` the
+    declaration fixes (``"add"`` for ``binary``); ``sites``: the names its op sites and reports
+    use (default ``(name,)``); ``cost``: the ``Costs`` fields that price it; ``summary``: one
+    line of report and documentation wording.
+    """
+
+    name: str
+    data: Callable
+    kind: InstrKind
+    core: CoreKind
+    pipe: Pipe | None
+    summary: str
+    operands: tuple[Operand, ...] = ()
+    sync: Sync = Sync.NONE
+    bound: tuple = ()
+    sites: tuple[str, ...] = ()
+    cost: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"an instruction's name is a Python identifier (its Program method), got {self.name!r}")
+        params = inspect.signature(self.data).parameters
+        for op in self.operands:
+            if op.param not in params:
+                raise ValueError(f"{self.name}: operand {op.param!r} is not a parameter of {self.data.__name__}")
+            for buffer in op.buffers:
+                row = BUFFERS[buffer]
+                pipes = row.writers if op.write else row.readers
+                if self.pipe is not None and self.pipe not in pipes:
+                    raise ValueError(
+                        f"{self.name} on pipe {self.pipe} {'writes' if op.write else 'reads'} {buffer}, which only "
+                        f"pipes {', '.join(map(str, pipes))} {'write' if op.write else 'read'}"
+                    )
+
+    @property
+    def site_names(self) -> tuple[str, ...]:
+        """The names its op sites carry (what reports call it)."""
+        return self.sites or (self.name,)
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """The signature users call: the data function's, less the state, the bound arguments and ``sub``."""
+        params = [p for p in inspect.signature(self.data).parameters.values() if p.name not in _MACHINE_PARAMS]
+        return inspect.Signature(params[len(self.bound) :])
+
+    def effects(self, args: tuple, kwargs: dict) -> tuple[Access, ...]:
+        """What one issue with these arguments reads and writes (its tiles and GM tensors)."""
+        bound = self.signature.bind_partial(*args, **kwargs).arguments
+        out = []
+        for op in self.operands:
+            for v in op.values(bound.get(op.param)):
+                out.append(Access(op, gm=v) if isinstance(v, str) else Access(op, tile=v))
+        return tuple(out)

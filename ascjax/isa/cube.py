@@ -1,0 +1,40 @@
+"""The cube's matmuls: ``mmad`` (and MX ``mmad_mx``) on pipe M, and PyPTO-Pro's ``matmul`` spellings with phases."""
+
+from __future__ import annotations
+
+from .. import ops
+from ..core import Buffer, CoreKind, InstrKind, Pipe
+from ._instruction import Instruction, Operand
+
+L0A, L0B, L0C, BT = Buffer.L0A, Buffer.L0B, Buffer.L0C, Buffer.BT
+SCALES = (Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT)
+MMAD_COST = ("cube_macs_per_cycle", "mmad_head_cycles", "unit_flag_latency_cycles")
+_MX = (Operand("scale_a", (Buffer.SCALE_LEFT,)), Operand("scale_b", (Buffer.SCALE_RIGHT,)))
+
+
+def _mmad(name, data, summary, operands, sites):
+    return Instruction(
+        name, data, InstrKind.MMAD, CoreKind.CUBE, Pipe.M, summary, operands=operands, sites=sites, cost=MMAD_COST
+    )
+
+
+INSTRUCTIONS = (
+    (_mmad("mmad", ops.mmad, "C (L0C) = A (L0A) x B (L0B), or += C, + bias; the unit flag's writer side (AccPhase)",
+           (Operand("c", (L0C,), write=True), Operand("a", (L0A,)), Operand("b", (L0B,)), Operand("bias", (BT,)),
+            Operand("mx", SCALES)), ("mmad", "mmad_mx")), ()),
+    (_mmad("mmad_mx", ops.mmad_mx, "the MX (block-scaled) mmad of 950: E8M0 scales per 32 K elements",
+           (Operand("c", (L0C,), write=True), Operand("a", (L0A,)), Operand("b", (L0B,)), *_MX,
+            Operand("bias", (BT,))), ("mmad_mx",)), ()),
+    (_mmad("matmul", ops.matmul, "dst = lhs @ rhs (+ bias); phase = AccPhase drives the unit flag",
+           (Operand("dst", (L0C,), write=True), Operand("lhs", (L0A,)), Operand("rhs", (L0B,)),
+            Operand("bias", (BT,))), ("mmad",)), ()),
+    (_mmad("matmul_acc", ops.matmul_acc, "dst = acc + lhs @ rhs (acc is dst)",
+           (Operand("dst", (L0C,), write=True), Operand("acc", (L0C,)), Operand("lhs", (L0A,)),
+            Operand("rhs", (L0B,))), ("mmad",)), ()),
+    (_mmad("matmul_mx", ops.matmul_mx, "the MX matmul with a phase",
+           (Operand("dst", (L0C,), write=True), Operand("lhs", (L0A,)), Operand("rhs", (L0B,)), *_MX),
+           ("mmad_mx",)), ()),
+    (_mmad("matmul_mx_acc", ops.matmul_mx_acc, "dst = acc + matmul_mx(lhs, rhs, scale_a, scale_b)",
+           (Operand("dst", (L0C,), write=True), Operand("acc", (L0C,)), Operand("lhs", (L0A,)),
+            Operand("rhs", (L0B,)), *_MX), ("mmad_mx",)), ()),
+)  # fmt: skip

@@ -1,0 +1,42 @@
+"""The FIX pipe's L0C reads (fixpipe to GM, move L0C -> UB) and the cube's scalar control registers."""
+
+from __future__ import annotations
+
+from .. import ops
+from ..core import Buffer, CoreKind, InstrKind, Pipe
+from ..engine import Sync
+from ._instruction import Instruction, Operand
+
+GM, L0C, UB = Buffer.GM, Buffer.L0C, Buffer.UB
+FIX_COST = ("fix_elements_per_cycle", "unit_flag_latency_cycles")
+_TO_GM = (Operand("src", (L0C,)), Operand("dst", (GM,), write=True), Operand("quant_scale", (GM,)))
+_TO_UB = (Operand("src", (L0C,)), Operand("dst", (UB,), write=True))
+
+
+def _read(name, data, summary, operands, sites, cost):
+    return Instruction(
+        name, data, InstrKind.L0C_READ, CoreKind.CUBE, Pipe.FIX, summary, operands=operands, sites=sites, cost=cost
+    )
+
+
+def _config(name, data, summary, sync=Sync.NONE):
+    return Instruction(name, data, InstrKind.CONFIG, CoreKind.CUBE, Pipe.S, summary, sync=sync, cost=("scalar_cycles",))
+
+
+GM_COST = (*FIX_COST, "gm_write_latency_cycles")
+INSTRUCTIONS = (
+    (_read("fixpipe", ops.fixpipe, "L0C -> GM (Nz -> ND, cast, relu, quantise); the unit flag's reader side (STPhase)",
+           _TO_GM, ("fixpipe",), GM_COST), ()),
+    (_read("copy_l0c2gm", ops.fixpipe, "asc_copy_l0c2gm: fixpipe under its Ascend C name", _TO_GM, ("fixpipe",),
+           GM_COST), ()),
+    (_read("store", ops.store, "PyPTO-Pro store out of L0C: fixpipe with phase = STPhase",
+           (*_TO_GM[:2], Operand("scale", (GM,))), ("fixpipe",), GM_COST), ((L0C, GM),)),
+    (_read("copy_l0c2ub", ops.copy_l0c2ub, "L0C -> UB of one or both AIVs (Nz -> ND, cast), on the cube's FIX pipe",
+           _TO_UB, ("move",), FIX_COST), ()),
+    (_read("move_to_vec", ops.move_to_vec, "PyPTO-Pro move out of L0C into UB with phase = STPhase", _TO_UB,
+           ("move",), FIX_COST), ((L0C, UB),)),
+    (_config("set_l0c_copy_config", ops.set_l0c_copy_config,
+             "fixpipe's config register; is_clean_unit_flag=True resets every unit flag to 0", Sync.UF_RESET), ()),
+    (_config("set_mmad_direction", ops.set_mmad_direction, "the order the cube walks M and N (unit-flag reads)"), ()),
+    (_config("set_ctrl_saturation", ops.set_ctrl_saturation, "saturating float -> int conversions on the cube"), ()),
+)  # fmt: skip

@@ -1,0 +1,46 @@
+"""The vector cores' compute on UB (pipe V): elementwise, reductions, broadcasts, copies, fills and casts."""
+
+from __future__ import annotations
+
+from .. import ops
+from ..core import Buffer, CoreKind, InstrKind, Pipe
+from ._instruction import Instruction, Operand
+
+UB = (Buffer.UB,)
+OUT = Operand("out", UB, write=True)
+FAST_COST = ("vector_bytes_per_cycle",)
+SLOW_COST = ("vector_transcendental_elements_per_cycle",)  # exp / ln / sqrt / div (ops.vector.TRANSCENDENTAL)
+
+
+def _vector(name, data, summary, ins, *, bound=(), sites=()):
+    cost = SLOW_COST if bound and bound[0] in ops.vector.TRANSCENDENTAL else FAST_COST
+    return Instruction(
+        name, data, InstrKind.VECTOR, CoreKind.VECTOR, Pipe.V, summary,
+        operands=(OUT, *(Operand(p, UB) for p in ins)), bound=bound, sites=sites, cost=cost,
+    )  # fmt: skip
+
+
+_BINARY = [
+    _vector(k, ops.binary, f"out = lhs {k} rhs elementwise (rhs a tile or a scalar)", ("lhs", "rhs"), bound=(k,),
+            sites=(k, k + "s"))
+    for k in ops.vector.BINARY
+]  # fmt: skip
+_UNARY = [_vector(k, ops.unary, f"out = {k}(src) elementwise", ("src",), bound=(k,)) for k in ops.vector.UNARY]
+_REDUCE = [
+    _vector(f"{axis}_{k}", fn, f"the {axis} {k} of src into a {shape} tile", ("src",), bound=(k,))
+    for axis, fn, shape in (("row", ops.reduce_rows, "[rows, 1]"), ("col", ops.reduce_cols, "[1, cols]"))
+    for k in ops.vector.REDUCE
+]
+_EXPAND = [
+    _vector(f"expand_{k}", ops.expand, f"out = src {k} vec, vec a row or column broadcast", ("src", "vec"), bound=(k,))
+    for k in ("add", "sub", "mul", "div")
+]
+INSTRUCTIONS = tuple(
+    (instr, routes)
+    for instr, routes in (
+        *((i, ()) for i in (*_BINARY, *_UNARY, *_REDUCE, *_EXPAND)),
+        (_vector("copy_ub2ub", ops.copy, "a UB -> UB copy of the same element count", ("src",)), ((UB[0], UB[0]),)),
+        (_vector("fill", ops.fill, "out[:] = value", ()), ()),
+        (_vector("cast", ops.cast, "out = src in out's dtype, rounded by mode", ("src",)), ()),
+    )
+)
