@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from . import hazards, indexed, isa, sites
 from .chip import Chip
-from .core import BOUNDS_TRIP_COUNT, N_CORES, CoreKind, Pipe, Verdict
+from .core import BOUNDS_TRIP_COUNT, N_CORES, Buffer, CoreKind, Pipe, Verdict
 from .engine import Sync
 from .memory import Allocator, Tile
 from .ops._machine import fail, static_int
@@ -118,8 +118,9 @@ class Program:
     ``block_num`` the launch's ``block_dim`` (a static int; 1 in a plain ``run``).
     """
 
-    def __init__(self, chip: Chip, state: State, *, block_idx=None, block_num: int = 1):
+    def __init__(self, chip: Chip, state: State, *, block_idx=None, block_num: int = 1, recorder=None):
         self.chip = chip
+        self.recorder = recorder  # an ascjax.recorder.Recorder: record the issues (a dry run) instead of executing
         self.state = state
         self._block_idx = block_idx
         self.block_num = block_num
@@ -144,7 +145,10 @@ class Program:
         """Run the top-level sections declared so far: concurrently when there are several."""
         # by core, not by source order: the schedule (and so the timing) does not depend on how sections are listed
         pending, self._pending = sorted(self._pending, key=lambda plan: plan.core), []
-        if len(pending) == 1:
+        if self.recorder is not None:  # the record holds each core's program; the control plane runs them together
+            for plan in pending:
+                self._run_section(plan)
+        elif len(pending) == 1:
             plan = pending[0]
             self._run_section(plan)
         elif pending:
@@ -253,6 +257,8 @@ class Program:
         self._no_alloc_in_section()
         tile = self.allocator.alloc(buffer, shape, dtype, fmt=fmt, addr=addr, name=name)
         self.state = self.state.add_tile(tile)
+        if self.recorder is not None and tile.buffer is Buffer.L0C:
+            self.recorder.l0c_allocated(tile)
         return tile
 
     def free(self, tile: Tile) -> None:
@@ -282,6 +288,8 @@ class Program:
         tile, stride = self.allocator.alloc_group(buffer, shape, dtype, depth, fmt=fmt, addr=addr, name=name)
         group = TileGroup(tile, depth, stride)
         self.state = self.state.add_tile(tile, depth=depth)
+        if self.recorder is not None and tile.buffer is Buffer.L0C:
+            self.recorder.l0c_allocated(tile)
         cursors = {**self.state.cursors, group.name: jnp.full((N_CORES,), -1, jnp.int32)}
         self.state = eqx.tree_at(lambda s: s.cursors, self.state, cursors)
         return GroupHandle(self, group)
@@ -306,6 +314,9 @@ class Program:
                 f"{instr.name} runs on a vector core (AIV), but it was issued on the cube core: put it in a vector "
                 "section (k.section_vector / with k.vector(sub))"
             )
+        if self.recorder is not None:
+            self.recorder.issue(instr, self.core, args, kwargs)
+            return
         extra = {} if instr.core is CoreKind.CUBE else {"sub": self.subblock}
         self.state = instr.data(self.state, *instr.bound, *args, **kwargs, **extra)
         if cross_wait:  # the segment's leading wait: did it block? (what it recorded survives a yield)
@@ -366,6 +377,9 @@ class Program:
             return
         if self._pending and not self._in_section:
             self.flush()
+        if self.recorder is not None:
+            self._scan(n, body, count)
+            return
         if count is not None:
             self._check_count(n, count)  # a traced count past n: a BOUNDS finding
             inner, limit = body, count
@@ -412,7 +426,7 @@ class Program:
                 self._depth -= 1
         gate.leave_loop()
 
-    def _scan(self, n: int, body) -> None:
+    def _scan(self, n: int, body, count=None) -> None:
         depth = self._depth
 
         def step(state, i):
@@ -424,7 +438,16 @@ class Program:
             finally:
                 self._depth -= 1
 
-        self.state, _ = jax.lax.scan(step, self.state, jnp.arange(n, dtype=jnp.int32))
+        if self.recorder is None:
+            self.state, _ = jax.lax.scan(step, self.state, jnp.arange(n, dtype=jnp.int32))
+            return
+        rec = self.recorder
+
+        def recorded(carry, i):  # the recorder's framework-sync state rides along with the state
+            rec.auto = carry[1]
+            return step(carry[0], i)[0], rec.auto
+
+        self.state, rec.auto = rec.builder.scan(recorded, (self.state, rec.auto), n, trip=count)
 
     def cond(self, pred, then, otherwise=None) -> None:
         """``if pred: then() else: otherwise()`` on a traced predicate (a ``lax.cond``).
@@ -455,7 +478,17 @@ class Program:
         def branch(fn):
             return lambda state: self._traced(state, fn or (lambda: None), "branch")
 
-        self.state = jax.lax.cond(jnp.asarray(pred), branch(then), branch(otherwise), self.state)
+        if self.recorder is None:
+            self.state = jax.lax.cond(jnp.asarray(pred), branch(then), branch(otherwise), self.state)
+            return
+        rec, pred = self.recorder, jnp.asarray(pred, bool)  # record both branches, each where it is taken
+        start, start_auto, outs = self.state, rec.auto, []
+        for fn, taken in ((then, pred), (otherwise, ~pred)):
+            rec.auto = dict(start_auto)
+            with rec.builder.when(taken):
+                state = branch(fn)(start)
+            outs.append((state, rec.auto))
+        self.state, rec.auto = jax.tree.map(lambda x, y: jnp.where(pred, x, y), outs[0], outs[1])
 
 
 for _instr in isa.instructions().values():

@@ -15,6 +15,7 @@ from .core import EXCEPTIONS, MESSAGES, Verdict
 from .finish import finish
 from .options import Options
 from .program import _CURRENT, Program
+from .recorder import Recorder
 from .report import Report, report
 from .state import State
 from .timing import Costs, default_costs
@@ -133,6 +134,30 @@ def execute_block(
             line,
         )
     return finish(program.state)
+
+
+def record_kernel(kernel, inputs: dict, outputs: dict, *, chip: str | Chip = "a2", params: dict | None = None):
+    """Record ``kernel(k, **params)`` on one block without computing data: the engine's ``Record`` of its issues.
+
+    The control plane (``ascjax.engine.run_control``) then checks the kernel's synchronisation.
+    """
+    chip = get_chip(chip)
+    spec = output_spec(outputs)
+    inputs = gm_inputs(inputs)
+    gm = initial_gm(inputs, spec)
+    state = State.create(chip, gm, tuple(name for name, _ in spec), Options(sanitize=False), default_costs(chip))
+    recorder = Recorder(chip, gm, set(inputs))
+    program = Program(chip, state, recorder=recorder)
+    _CURRENT.append(program)
+    try:
+        kernel(program, **(params or {}))
+        program.flush()
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        sites.locate(exc)
+        raise
+    finally:
+        _CURRENT.pop()
+    return recorder.builder.build()
 
 
 def _execute(kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple, params: dict) -> Result:

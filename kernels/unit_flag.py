@@ -198,11 +198,13 @@ def seed000_error3():
     return _single_case(seed000_error3_kernel, expect="deadlock", reference=False)
 
 
-def size_mismatch_kernel(k: aj.Program, reset=False):
+def size_mismatch_kernel(k: aj.Program, reset=False, barrier=True):
     al, br, ac = _single_tile(k)
     k.mmad(ac, al, br, 128, 128, 128, unit_flag_mode=UPDATE, c_matrix_init_val=True)
     k.fixpipe("c", ac, m=64, n=64, unit_flag_mode=UPDATE)  # drains only 64 x 64 of 128 x 128
-    if reset:
+    if reset:  # the reset runs on S: PIPE_ALL first, or it may run before the fixpipe drained [semantics §8]
+        if barrier:
+            k.sync_pipe("ALL")
         k.set_l0c_copy_config(is_clean_unit_flag=True)
     k.mmad(ac, al, br, 128, 128, 128, unit_flag_mode=UPDATE, c_matrix_init_val=True)
     k.fixpipe("c", ac, unit_flag_mode=UPDATE)
@@ -216,7 +218,7 @@ def size_mismatch():
 
 @aj.case
 def size_mismatch_reset():
-    """The size-mismatch twin with set_l0c_copy_config(is_clean_unit_flag=True) in between -> ok."""
+    """The size-mismatch twin with PIPE_ALL and set_l0c_copy_config(is_clean_unit_flag=True) in between -> ok."""
     return _single_case(size_mismatch_kernel, params={"reset": True})
 
 

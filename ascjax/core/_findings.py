@@ -26,6 +26,11 @@ class Finding(enum.IntEnum):
     def label(self) -> str:
         return self.name.lower()
 
+    @property
+    def verdict(self) -> str:
+        """The name of the run verdict this finding gives (a lost signal is a sync error)."""
+        return "SYNC_ERROR" if self in (Finding.OVERFLOW, Finding.DOUBLE_SET, Finding.MERGED_SIGNAL) else self.name
+
 
 #: Race hazard labels, in program order within a core and in as-soon-as-possible order across cores.
 RAW, WAR, WAW, SMALL_TILE = 0, 1, 2, 3

@@ -22,3 +22,4 @@ from ._record import RecordBuilder as RecordBuilder
 from ._record import Sync as Sync
 from ._record import Template as Template
 from ._record import UnitFlagRole as UnitFlagRole
+from ._record import Window as Window

@@ -104,6 +104,8 @@ class Col(enum.IntEnum):
     FENCE = 19
     MODE = 20
     CYCLES = 21
+    UF_PERIOD = 22  # its unit-flag blocks: the first UF_RUN of every UF_PERIOD blocks of the range (0: all)
+    UF_RUN = 23
 
 
 N_COLS = len(Col) + 3  # ALT spans four columns
@@ -142,7 +144,7 @@ def plan(st: Static, op: dict) -> Plan:
         Col.WRITER: st.uf_role == UnitFlagRole.WRITER, Col.UF_ON: uf_on, Col.UF_UPDATE: uf_on & (mode == UF_UPDATE),
         Col.UF_LO: op["uf_lo"], Col.UF_HI: op["uf_hi"], Col.SLOT: slot, Col.COUNTER: counter, Col.EVENT_ID: eid,
         Col.ID_OK: ok, Col.CH0: st.channels[:, 0], Col.CH1: st.channels[:, 1], Col.FENCE: st.fence, Col.MODE: op["mode"],
-        Col.CYCLES: jnp.maximum(op["cycles"], 0),
+        Col.CYCLES: jnp.maximum(op["cycles"], 0), Col.UF_PERIOD: st.uf_stride[:, 0], Col.UF_RUN: st.uf_stride[:, 1],
     }  # fmt: skip
     cols.update({Col.ALT + j: st.channel_alt[:, j] for j in range(4)})
     table = jnp.stack([jnp.asarray(cols[c], jnp.int32) for c in range(N_COLS)], axis=1)
@@ -174,9 +176,14 @@ def ids_ok(st: Static, op, h):
 
 
 def _uf_mask(st: Static, row):
-    """[..., U] the unit-flag atoms of the row's block range."""
-    ar = jnp.arange(st.uf_valid.shape[0])
-    return (ar >= row[..., Col.UF_LO, None]) & (ar < row[..., Col.UF_HI, None])
+    """[..., U] the unit-flag atoms of the row's block range (under its stride: the first run of each period)."""
+    u = st.uf_valid.shape[0]
+    ar = jnp.arange(u)
+    lo, hi = row[..., Col.UF_LO, None], row[..., Col.UF_HI, None]
+    period, run = row[..., Col.UF_PERIOD, None], row[..., Col.UF_RUN, None]
+    offset = st.uf_start - st.uf_start[jnp.clip(lo, 0, u - 1)]
+    in_run = (period == 0) | (offset % jnp.maximum(period, 1) < run)
+    return (ar >= lo) & (ar < hi) & in_run
 
 
 def heads(m: Machine, pl: Plan):

@@ -67,13 +67,28 @@ class Space:
     initialised: bool  # its bytes hold data before the kernel (a GM input)
 
 
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """An access that moves inside ``[lo, hi)`` of ``space``: ``units`` units of ``unit_bytes`` from unit
+    ``start`` (an int or traced) of that range, e.g. the rows a GM window at a traced row offset touches."""
+
+    space: int
+    lo: int
+    hi: int
+    unit_bytes: int
+    start: object
+    units: int
+    when: object = True
+
+
 @dataclasses.dataclass
 class _Access:
     space: int
-    ranges: tuple[tuple[int, int], ...]  # candidate byte ranges [lo, hi)
-    choice: object  # which candidate (an int, or an array broadcast to the loop shape)
+    ranges: tuple[tuple[int, int], ...]  # candidate byte ranges [lo, hi) (a window: the range it moves in)
+    choice: object  # which candidate (an int, or an array broadcast to the loop shape); a window: its start unit
     write: bool
     when: object = True  # the access happens (a bool, or an array: an mmad's accumulate read)
+    window: tuple[int, int] | None = None  # (unit bytes, units) of a Window
 
     @property
     def traced(self) -> bool:
@@ -97,6 +112,7 @@ class _Entry:
     flag_triple: tuple | None = None  # (core, src, dst) of a SetFlag / WaitFlag
     uf_role: UnitFlagRole = UnitFlagRole.NONE
     uf_ranges: tuple[tuple[int, int], ...] = ()  # candidate L0C block ranges
+    uf_stride: tuple[int, int] = (0, 0)  # (period, run) in blocks: only the first run of every period (0: all)
     static_id: int | None = None  # the event id when it is a Python int (checked now), else None
 
 
@@ -122,6 +138,7 @@ class RecordBuilder:
         self._loops: list[tuple[int, int, object]] = []  # (loop id, trip_max, enable) of open loops
         self._n_loops = 0
         self._scans = 0  # open ``scan`` bodies (inside one, operands are per iteration and enables scalars)
+        self._when: list = []  # the predicates of the open ``when`` blocks
         self.core = AIC
 
     # --- structure ------------------------------------------------------------------------
@@ -143,6 +160,15 @@ class RecordBuilder:
             yield
         finally:
             self.core = outer
+
+    @contextlib.contextmanager
+    def when(self, pred):
+        """Record the instructions inside as happening only where ``pred`` holds (a branch of a ``cond``)."""
+        self._when.append(jnp.asarray(pred, bool))
+        try:
+            yield
+        finally:
+            self._when.pop()
 
     @property
     def loop_shape(self) -> tuple[int, ...]:
@@ -236,6 +262,7 @@ class RecordBuilder:
         uf_mode=UF_OFF,
         uf_blocks=(),
         uf_choice=0,
+        uf_stride=(0, 0),
         small_tile=False,
         accumulate=False,
         event_id=0,
@@ -247,7 +274,9 @@ class RecordBuilder:
 
         ``reads`` / ``writes``: ``(space, (lo, hi))``, or ``(space, [(lo, hi), ...], choice)`` with a
         dynamic choice among candidate byte ranges, or ``(space, ranges, choice, when)`` for an
-        access that happens only where ``when`` holds. ``uf_blocks``: candidate L0C block ranges of a unit-flag instruction.
+        access that happens only where ``when`` holds. ``uf_blocks``: candidate L0C block ranges of a unit-flag instruction;
+        ``uf_stride=(period, run)``: of each range only the first ``run`` blocks of every ``period`` (a region of
+        fewer rows than its Nz tile: one run per column of fractals).
         ``small_tile``: an mmad over fewer than 10 fp32 fractals; ``accumulate``: it adds to L0C.
         """
         pipe = Pipe.parse(pipe)
@@ -270,19 +299,43 @@ class RecordBuilder:
         uf_ranges = tuple((int(lo), int(hi)) for lo, hi in uf_blocks)
         if uf_role is not UnitFlagRole.NONE and not uf_ranges:
             raise ValueError(f"{name} takes part in the unit-flag handshake but names no L0C blocks")
+        period, run = (int(x) for x in uf_stride)
+        if period and not 0 < run <= period:
+            raise ValueError(f"{name}: a unit-flag stride runs 0 < run <= period blocks, got run {run} of {period}")
         self._items.append(
             _Entry(
                 self.core, pipe, Sync(sync), name, site, loops, accesses, operands,
                 channels=tuple(channels), flag_triple=flag_triple, uf_role=UnitFlagRole(uf_role), uf_ranges=uf_ranges,
+                uf_stride=(period, run),
                 static_id=int(event_id) if isinstance(event_id, (int, np.integer)) else None,
             )
         )  # fmt: skip
 
     def _enable(self):
-        return self._loops[-1][2] if self._loops else jnp.asarray(True)
+        on = self._loops[-1][2] if self._loops else jnp.asarray(True)
+        for pred in self._when:
+            on = on & pred
+        return on
 
     def _access(self, name, spec, write) -> _Access:
         when = True
+        if isinstance(spec, Window):
+            size = self.spaces[spec.space].size_bytes
+            whole = spec.unit_bytes > 0 and (spec.hi - spec.lo) % spec.unit_bytes == 0
+            if not (0 <= spec.lo < spec.hi <= size and whole):
+                raise ValueError(
+                    f"{name}: a window moves in whole {spec.unit_bytes} B units of [{spec.lo}, {spec.hi}) inside "
+                    f"{self.spaces[spec.space].name} ({size} B)"
+                )
+            total = (spec.hi - spec.lo) // spec.unit_bytes
+            if not 0 < spec.units <= total:
+                raise ValueError(f"{name}: a window of {spec.units} units does not fit the {total} units it moves in")
+            start = spec.start
+            if isinstance(start, (int, np.integer)) and not 0 <= int(start) <= total - spec.units:
+                raise ValueError(f"{name} starts a {spec.units}-unit window at unit {int(start)} of {total}")
+            return _Access(
+                spec.space, ((spec.lo, spec.hi),), start, write, spec.when, window=(spec.unit_bytes, spec.units)
+            )
         if len(spec) == 2:
             space, rng = spec
             ranges, choice = (tuple(rng),), 0
@@ -418,6 +471,7 @@ class Template:
     atom_bytes: np.ndarray  # [A, 2] byte range of each atom
     atom_init: np.ndarray  # [A] bool: an input's bytes
     uf_atom_blocks: np.ndarray  # [UA, 2] L0C block range of each unit-flag atom
+    uf_stride: np.ndarray  # [N, 2] (period, run) of its unit-flag blocks (0, 0: the whole range)
     channel_keys: tuple  # (receiver, sender) per cross-core channel
     channel_alt: np.ndarray  # [N, 4] other channels of a wait's receiver (a mode mismatch consumes from them)
     n_flag_ids: int
@@ -494,7 +548,7 @@ def _atoms(spaces, entries):
     for e in entries:
         for a in e.accesses:
             for lo, hi in a.ranges:
-                cuts[a.space].update((lo, hi))
+                cuts[a.space].update((lo, hi) if a.window is None else range(lo, hi + 1, a.window[0]))
     atom_space, atom_bytes, first = [], [], []
     for sid, c in enumerate(cuts):
         edges = sorted(c)
@@ -561,7 +615,7 @@ def _build(b: RecordBuilder) -> Record:
     atom_init = np.asarray([b.spaces[s].initialised for s in atom_space], bool)
 
     # unit-flag atoms: cut L0C blocks at every candidate range of every unit-flag instruction
-    uf_cuts = sorted({x for e in entries for r in e.uf_ranges for x in r})
+    uf_cuts = sorted({x for e in entries for r in e.uf_ranges for x in _uf_runs(r, e.uf_stride)})
     uf_atom_blocks = np.asarray(list(zip(uf_cuts[:-1], uf_cuts[1:])), np.int32).reshape(-1, 2)
 
     # queues, program order, fences
@@ -626,6 +680,7 @@ def _build(b: RecordBuilder) -> Record:
         pidx=pidx,
         sync=np.asarray([int(e.sync) for e, _ in flat], np.int32),
         uf_role=np.asarray([int(e.uf_role) for e, _ in flat], np.int32),
+        uf_stride=np.asarray([e.uf_stride for e, _ in flat], np.int32).reshape(n, 2),
         flag_base=flag_base,
         flag_scale=flag_scale,
         flag_bits=flag_bits,
@@ -672,13 +727,25 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
     for j in range(width):
         at = [x[j] if j < len(x) else None for x in of]
         tables = [[_atom_run(first, a.space, lo, hi) for lo, hi in a.ranges] if a else [] for a in at]
-        picked, ok = layout.pick(tables, [a.choice if a else 0 for a in at])
+        windowed = [a is not None and a.window is not None for a in at]
+        picked, ok = layout.pick(tables, [a.choice if a and not w else 0 for a, w in zip(at, windowed)])
         has = np.asarray([a is not None for a in at], bool)[layout.entry]
-        los.append(picked[:, 0])
-        his.append(picked[:, 1])
+        lo, hi = picked[:, 0], picked[:, 1]
+        if any(windowed):  # a window: ``units`` atoms from its start (its range is cut at every unit)
+            is_win = jnp.asarray(np.asarray(windowed)[layout.entry])
+            start = layout.gather([a.choice if w else 0 for a, w in zip(at, windowed)], jnp.int32)
+            units = jnp.asarray(np.asarray([a.window[1] if w else 0 for a, w in zip(at, windowed)])[layout.entry])
+            inside = (start >= 0) & (start + units <= hi - lo)
+            ok = jnp.where(is_win, inside, ok)
+            lo, hi = jnp.where(is_win, lo + start, lo), jnp.where(is_win, lo + start + units, hi)
+        los.append(lo)
+        his.append(hi)
         oks.append(ok | ~jnp.asarray(has))
         ons.append(layout.gather([a.when if a else True for a in at], bool))
-        spans.append(max((hi - lo for t in tables for lo, hi in t), default=1))
+        spans.append(
+            max([hi - lo for t, w in zip(tables, windowed) if not w for lo, hi in t]
+                + [a.window[1] for a, w in zip(at, windowed) if w], default=1)
+        )  # fmt: skip
         for e, t in enumerate(tables):
             if t:
                 foot[e, j] = (min(lo for lo, _ in t), max(hi for _, hi in t))
@@ -729,6 +796,16 @@ def _cross_ids(entries, n_cross_ids: int):
     ids = sorted({e.static_id for e in cross}) or [0]
     index = {i: k for k, i in enumerate(ids)}
     return tuple(ids), {id(e): (index.get(e.static_id, 0), 0) for e in entries}
+
+
+def _uf_runs(rng, stride):
+    """The block boundaries of a unit-flag range: its ends, and each run's ends under a stride."""
+    lo, hi = rng
+    period, run = stride
+    if not period:
+        return (lo, hi)
+    starts = range(lo, hi, period)
+    return (lo, hi, *starts, *(min(x + run, hi) for x in starts))
 
 
 def _uf_operands(layout: _Layout, uf_cuts):

@@ -58,6 +58,8 @@ class Static(eqx.Module):
     fence_list: Int[Array, "3 Fm"]  # instances that are fences, per core in program order (-1 padding)
     atom_init: Bool[Array, " A"]
     uf_valid: Bool[Array, " U"]
+    uf_start: Int[Array, " U"]  # the first L0C block of each unit-flag atom
+    uf_stride: Int[Array, "N 2"]  # (period, run) of an instance's unit-flag blocks (0, 0: all of its range)
     channel_valid: Bool[Array, " C"]
     sub_channel: Bool[Array, " C"]  # an INTER_SUBBLOCK barrier channel
     # every used access slot: reads first, then writes (index into the operands' reads and writes, concatenated)
@@ -179,6 +181,7 @@ def tables(t: Template, options: ControlOptions) -> Static:
         fence=_pad(fence, n, False), qlist=_pad(t.qlist, (q, length), -1),
         queue_core=_pad(t.queues // len(Pipe), q, 0), fence_list=fence_list,
         atom_init=_pad(t.atom_init, bucket(t.n_atoms, 16), False), uf_valid=_pad(np.ones(nu, bool), n_uf, False),
+        uf_start=_pad(t.uf_atom_blocks[:, 0], n_uf, 0), uf_stride=_pad(t.uf_stride, (n, 2), 0),
         channel_valid=_pad(np.ones(len(t.channel_keys), bool), n_channels, False),
         sub_channel=_pad(np.asarray([k[1] == SUB for k in t.channel_keys], bool), n_channels, False),
         acc_flat=_pad(acc["flat"], m, 0), acc_inst=_pad(acc["inst"], m, 0), acc_slot=_pad(acc["slot"], m, 0),

@@ -114,7 +114,10 @@ class Instruction:
 
     def effects(self, args: tuple, kwargs: dict) -> tuple[Access, ...]:
         """What one issue with these arguments reads and writes (its tiles and GM tensors)."""
-        bound = self.signature.bind_partial(*args, **kwargs).arguments
+        return self.effects_of(self.signature.bind_partial(*args, **kwargs).arguments)
+
+    def effects_of(self, bound: dict) -> tuple[Access, ...]:
+        """``effects`` from the arguments bound to their parameter names."""
         out = []
         for op in self.operands:
             for v in op.values(bound.get(op.param)):
