@@ -9,6 +9,7 @@ _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from . import isa, layout, ops, pl, timing, trace
 from .case import Case, build_case, case, load_cases, run_case
+from .check import CheckResult, check
 from .chip import CHIPS, Chip, get_chip
 from .compile_cache import enable_compile_cache
 from .core import (
@@ -62,6 +63,7 @@ __all__ = [
     "Buffer",
     "CHIPS",
     "Case",
+    "CheckResult",
     "Chip",
     "DeadlockError",
     "Format",
@@ -82,6 +84,7 @@ __all__ = [
     "Verdict",
     "build_case",
     "case",
+    "check",
     "get_chip",
     "isa",
     "launch",

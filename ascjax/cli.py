@@ -1,4 +1,5 @@
-"""Command line: ``python -m ascjax list FILE``, ``run FILE::CASE``, ``golden FILE::CASE``, ``compare`` and ``sweep``."""
+"""Command line: ``python -m ascjax list FILE``, ``run FILE::CASE``, ``check FILE::CASE``, ``golden FILE::CASE``,
+``compare`` and ``sweep``."""
 
 from __future__ import annotations
 
@@ -88,6 +89,17 @@ def _cmd_run(args) -> int:
         if err is not None:
             verdict = "within" if err <= c.atol else "OUTSIDE"
             print(f"max abs err vs reference: {err:.3g} ({verdict} atol {c.atol:g})")
+    return 0
+
+
+def _cmd_check(args) -> int:
+    from .check import check
+
+    path, name = split_target(args.target)
+    c = build_case(path, name)
+    with compile_notice():
+        found = check(c.kernel, c.inputs, c.outputs, chip=args.chip or c.chip, params=c.params)
+    print(found)
     return 0
 
 
@@ -181,6 +193,12 @@ def main(argv=None) -> int:
     p_run.add_argument("--timeline", metavar="OUT.png", help="draw the pipeline timeline (needs matplotlib)")
     p_run.add_argument("--max-events", type=int, default=16384, help="trace buffer size for --trace/--timeline")
     p_run.set_defaults(func=_cmd_run)
+    p_check = sub.add_parser(
+        "check", help="check one case's synchronisation without computing data and print every finding"
+    )
+    p_check.add_argument("target", metavar="FILE::CASE")
+    p_check.add_argument("--chip", choices=sorted(CHIPS), default=None, help="chip model (default: the case's)")
+    p_check.set_defaults(func=_cmd_check)
     p_golden = sub.add_parser("golden", help="write a case's inputs and outputs as device bytes, .npy and a manifest")
     p_golden.add_argument("target", metavar="FILE::CASE")
     p_golden.add_argument("--out", metavar="DIR", required=True, help="folder for NAME.bin, NAME.npy, manifest.json")

@@ -1,0 +1,71 @@
+"""``check``: a kernel's synchronisation checked without computing data (a dry run), every finding ranked.
+
+The kernel is recorded by its front end (``ascjax.run.record_kernel``) and its record run by the
+control plane (semantics §8: per-pipe queues with decoupled issue, flags, unit flags, cross-core
+counters, happens-before). Nothing is computed but the sync hardware, so a check is fast, and it
+reports every finding, most severe first, where ``run`` (the version-1 engine) stops at the first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .chip import Chip
+from .core import Finding, Verdict
+from .engine import ControlOptions, ControlResult, Record, run_control
+from .finding_words import FindingText, describe
+from .run import record_kernel
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """The record of a kernel, what the control plane found in it, and the findings in words."""
+
+    record: Record
+    result: ControlResult
+    findings: tuple[FindingText, ...]
+
+    @property
+    def verdict(self) -> Verdict:
+        """The most severe finding's verdict (OK when there is none)."""
+        return Verdict.OK if not self.findings else Verdict[self.findings[0].kind.verdict]
+
+    @property
+    def dropped(self) -> int:
+        """Distinct findings past ``ControlOptions.max_findings``."""
+        return int(np.asarray(self.result.dropped))
+
+    def __str__(self) -> str:
+        if not self.findings:
+            return (
+                "OK: no deadlock, race, leftover signal, lost signal, uninitialised read or bounds error (semantics §8)"
+            )
+        head = f"{self.verdict.name}: {len(self.findings)} finding(s), most severe first"
+        more = [f"... and {self.dropped} more (raise ControlOptions.max_findings)"] if self.dropped else []
+        return "\n".join([head, *(str(f) for f in self.findings), *more])
+
+
+def check(
+    kernel,
+    inputs: dict,
+    outputs: dict,
+    *,
+    chip: str | Chip = "a2",
+    params: dict | None = None,
+    options: ControlOptions | None = None,
+) -> CheckResult:
+    """Check ``kernel(k, **params)``'s synchronisation on one block of ``chip`` without computing data.
+
+    ``inputs`` / ``outputs`` are as for ``ascjax.run`` (only their shapes and dtypes matter);
+    ``options`` (``ascjax.engine.ControlOptions``) picks the execution model's variants and how
+    many findings are kept. The data functions do not run, so their trace-time checks (dtypes,
+    alignment of data operands...) are ``run``'s to make.
+    """
+    record = record_kernel(kernel, inputs, outputs, chip=chip, params=params)
+    result = run_control(record, options or ControlOptions())
+    return CheckResult(record, result, tuple(describe(record, result)))
+
+
+__all__ = ["CheckResult", "Finding", "check"]

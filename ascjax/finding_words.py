@@ -1,0 +1,166 @@
+"""The control plane's ranked findings in words: what happened, at which kernel lines, and what to change.
+
+Reads the record's template (sites, spaces, flag bits, counters) and the ``ControlResult``
+only. Each finding names its instruction's site and loop iteration; a race names both
+accesses, the buffer and the bytes; a deadlock lists every pipe that cannot go on and what it
+waits for; a leftover names the signal and who set it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .core import CORE_NAMES, HAZARD_NAMES, SMALL_TILE, Finding, Pipe
+from .engine import Sync, UnitFlagRole
+from .engine._log import DETAIL_A, DETAIL_B, ENTRY, INST, KIND, OTHER
+
+#: what a leftover row's detail ``a`` says is still set
+_LEFT = ("intra-core flag", "cross-core event", "INTER_SUBBLOCK barrier half", "L0C unit flag")
+
+
+@dataclasses.dataclass(frozen=True)
+class FindingText:
+    """One finding: its kind, the site of the instruction that raised it, the other site involved, the words."""
+
+    kind: Finding
+    site: str
+    other: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class _Words:
+    def __init__(self, record, result):
+        self.t = record.template
+        self.enable = np.asarray(record.operands["enable"]).reshape(-1)
+        self.result = result
+        self.start, self.end = np.asarray(result.start), np.asarray(result.end)
+
+    def where(self, inst: int) -> str:
+        """``name at file:line`` on core.pipe, with its loop iteration."""
+        t = self.t
+        name, site, core, pipe, _ = t.entries[int(t.entry[inst])]
+        it = [int(i) for i in t.iteration[inst] if i >= 0]
+        loop = f" in loop iteration ({', '.join(map(str, it))})" if it else ""
+        return f"{site} ({CORE_NAMES[core]}.{Pipe(pipe)}){loop}"
+
+    def atom(self, atom: int) -> str:
+        space = self.t.spaces[int(self.t.atom_space[atom])]
+        lo, hi = (int(x) for x in self.t.atom_bytes[atom])
+        return f"{space.name} bytes [{lo}, {hi})"
+
+    def flag(self, bit: int) -> str:
+        (core, src, dst, *auto), event_id = self.t.flag_bits[bit]
+        owner = "the framework's " if auto else ""
+        return f"{owner}flag {Pipe(src)} -> {Pipe(dst)} event {event_id} on {CORE_NAMES[core]}"
+
+    # --- one row per kind -----------------------------------------------------------------
+    def row(self, row) -> FindingText:
+        kind, inst, other = Finding(int(row[KIND])), int(row[INST]), int(row[OTHER])
+        a, b = int(row[DETAIL_A]), int(row[DETAIL_B])
+        here = self.where(inst)
+        there = self.where(other) if other >= 0 else None
+        text = {
+            Finding.DEADLOCK: self.deadlock,
+            Finding.RACE: lambda: self.race(inst, other, a, b),
+            Finding.LEFTOVER: lambda: self.leftover(here, a, b),
+            Finding.UNINITIALIZED: lambda: (
+                f"UNINITIALIZED read of {self.atom(a)} by {here}: no input holds those "
+                "bytes and no write that happens before the read wrote them"
+            ),
+            Finding.BOUNDS: lambda: (
+                f"BOUNDS: {here} picks a TileGroup slot or window outside its range "
+                f"({'write' if b else 'read'} operand {a})"
+            ),
+        }.get(kind, lambda: self.sync(kind, here, there, a, b))()
+        return FindingText(kind, here, there, text)
+
+    def race(self, inst, other, atom, hazard):
+        lines = [f"RACE ({HAZARD_NAMES[hazard]}) on {self.atom(atom)}"]
+        lines += [f"  first:  {self.where(other)}", f"  second: {self.where(inst)}"]
+        if hazard == SMALL_TILE:
+            lines.append("  Fix: put sync_pipe('M') (PipeBarrier<PIPE_M>) between the accumulating mmads.")
+            return "\n".join(lines)
+        lines.append("  nothing orders them: no flag, unit-flag handshake, barrier or cross-core event leads from the "
+                     "first to the second.")  # fmt: skip
+        (first, first_core, first_pipe), (second, second_core, second_pipe) = self.who(other), self.who(inst)
+        if first_core != second_core:
+            lines.append(
+                f"  Fix: set_cross_core(pipe={first_pipe}, event_id=id) on {first_core} after the {first} and "
+                f"wait_cross_core(pipe={second_pipe}, event_id=id) on {second_core} before the {second}."
+            )
+        elif first_pipe != second_pipe:
+            lines.append(
+                f"  Fix: sync_notify({first_pipe}, {second_pipe}, id) after the {first} and sync_wait({first_pipe}, "
+                f"{second_pipe}, id) before the {second}."
+            )
+        return "\n".join(lines)
+
+    def who(self, inst: int) -> tuple[str, str, Pipe]:
+        name, _, core, pipe, _ = self.t.entries[int(self.t.entry[inst])]
+        return name, CORE_NAMES[core], Pipe(pipe)
+
+    def leftover(self, here, what, which):
+        if what == 0:
+            thing = self.flag(which)
+        elif what == 3:
+            lo, hi = (int(x) for x in self.t.uf_atom_blocks[which])
+            thing = f"unit flag of L0C blocks {lo}..{hi - 1}"
+        else:
+            thing = f"{_LEFT[what]} {which}"
+        return (
+            f"LEFTOVER: {thing} is still set when the kernel ends; set by {here}: the next kernel on this core "
+            "inherits it"
+        )
+
+    def sync(self, kind, here, there, a, b):
+        if kind is Finding.DOUBLE_SET:
+            return f"DOUBLE_SET: {here} sets {self.flag(a)} while it is still set (by {there}): one signal is lost"
+        if kind is Finding.MERGED_SIGNAL:
+            return f"MERGED_SIGNAL: {here} sets cross-core event {a} while it still holds {there}'s signal: one is lost"
+        if kind is Finding.OVERFLOW:
+            return f"OVERFLOW: {here} is the 16th pending signal of cross-core event {a}"
+        if a == 1:
+            return f"SYNC_ERROR: {here} waits for event {b} with another sync_mode than its set {there}"
+        return f"SYNC_ERROR: {here} names event_id {b}, which is outside the chip's range"
+
+    def deadlock(self) -> str:
+        """Every queue with work left: its first instruction that never completed, and what it waits for."""
+        t = self.t
+        lines = ["DEADLOCK: no pipe can go on"]
+        for q in range(t.qlist.shape[0]):
+            members = [int(i) for i in t.qlist[q, : int(t.qlen[q])] if self.enable[i]]
+            stuck = next((i for i in members if self.end[i] < 0), None) if self.end.size else None
+            if stuck is None:
+                continue
+            lines.append(f"  {self.where(stuck)} {self.waits_for(stuck)}")
+        return "\n".join(lines)
+
+    def waits_for(self, inst: int) -> str:
+        t = self.t
+        sync = Sync(int(t.sync[inst]))
+        if self.start.size and self.start[inst] >= 0:
+            return "started and never completed"
+        if sync is Sync.WAIT_FLAG and t.flag_base[inst] >= 0 and not t.flag_scale[inst]:
+            return f"waits for {self.flag(int(t.flag_base[inst]))}, which no set delivers"
+        if sync is Sync.CROSS_WAIT:
+            event = "a cross-core event" if t.id_traced[inst] else f"cross-core event {t.cross_ids[t.cross_base[inst]]}"
+            return f"waits for {event}, which no core sets"
+        if sync is Sync.BARRIER_ALL:
+            return "(PIPE_ALL) waits for the core's earlier instructions"
+        role = UnitFlagRole(int(t.uf_role[inst]))
+        if role is not UnitFlagRole.NONE:
+            want = 0 if role is UnitFlagRole.WRITER else 1
+            return f"waits for unit flag = {want} on its L0C blocks"
+        return "waits behind an earlier instruction of its pipe or a fence of its core"
+
+
+def describe(record, result) -> list[FindingText]:
+    """The findings of ``result`` (a ``run_control`` of ``record``), most severe first."""
+    words = _Words(record, result)
+    rows = np.asarray(result.findings)[: int(result.n_findings)]
+    return [words.row(row) for row in rows if int(row[ENTRY]) >= 0]

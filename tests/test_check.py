@@ -1,0 +1,56 @@
+"""``ascjax.check``: a kernel's synchronisation checked by the control plane, every finding in words."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import KERNELS
+
+import ascjax as aj
+from ascjax.cli import main
+from ascjax.core import Finding
+from ascjax.engine import ControlOptions
+
+
+def _check(file, name, **kw):
+    case = aj.build_case(str(KERNELS / file), name)
+    return aj.check(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params, **kw)
+
+
+def _line(file: str, pattern: str) -> int:
+    lines = (KERNELS / file).read_text().splitlines()
+    return next(i + 1 for i, text in enumerate(lines) if re.search(pattern, text))
+
+
+def test_a_deadlock_names_the_stuck_instruction_its_iteration_and_what_it_waits_for():
+    found = _check("unit_flag.py", "seed000_error3")
+    assert found.verdict is aj.Verdict.DEADLOCK, str(found)
+    line = _line("unit_flag.py", r"AccPhase.Final, c_matrix_init_val")
+    assert f"mmad at kernels/unit_flag.py:{line} (AIC.M) in loop iteration (1) waits for unit flag = 0" in str(found)
+
+
+def test_every_finding_is_reported_most_severe_first_and_the_good_twin_is_clean():
+    found = _check("matmul_softmax.py", "matmul_softmax_no_wait")
+    kinds = [f.kind for f in found.findings]
+    assert kinds[0] is Finding.RACE and found.verdict is aj.Verdict.RACE
+    assert {Finding.LEFTOVER, Finding.UNINITIALIZED} <= set(kinds)  # version 1 stops at the race
+    assert kinds == sorted(kinds)
+    race = str(found.findings[0])
+    assert "RACE (WAR) on UB@AIV0" in race and "move_to_vec" in race and "row_max" in race
+    assert "Fix: set_cross_core(pipe=V, event_id=id) on AIV0 after the row_max" in race
+    good = _check("matmul_softmax.py", "matmul_softmax")
+    assert good.verdict is aj.Verdict.OK and not good.findings and str(good).startswith("OK")
+
+
+def test_findings_past_the_limit_are_counted():
+    found = _check("matmul_softmax.py", "matmul_softmax_no_wait", options=ControlOptions(max_findings=2))
+    assert len(found.findings) == 2 and found.dropped > 0
+    assert f"... and {found.dropped} more" in str(found)
+
+
+def test_the_command_line_prints_the_findings(capsys):
+    assert main(["check", str(KERNELS / "unit_flag.py") + "::seed000_error3"]) == 0
+    assert capsys.readouterr().out.startswith("DEADLOCK: 1 finding(s)")
+    assert main(["check", str(KERNELS / "unit_flag.py") + "::no_such_case"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no_such_case" in err
