@@ -20,6 +20,32 @@ from .engine._log import DETAIL_A, DETAIL_B, ENTRY, INST, KIND, OTHER
 _LEFT = ("intra-core flag", "cross-core event", "INTER_SUBBLOCK barrier half", "L0C unit flag")
 
 
+#: unit-flag modes with the PyPTO-Pro phase each stands for
+_MODE_NAMES = {0: "DISABLE (no phase)", 2: "ENABLE_KEEP (Partial)", 3: "ENABLE_UPDATE (Final)"}
+
+
+def _unit_flag_fix(want: int, last_role, last_mode: int) -> str:
+    """What to change when a unit-flag wait for ``want`` cannot be met, from who touched the blocks last."""
+    if want == 1 and last_role is UnitFlagRole.WRITER and last_mode == 2:
+        return "the last mmad on this tile must use ENABLE_UPDATE (AccPhase.Final) - rule 'Final closing'."
+    if want == 1 and last_role is UnitFlagRole.READER:
+        return (
+            "an earlier read already drained these blocks (UPDATE clears the flag): use ENABLE_KEEP "
+            "(STPhase.Partial) for all reads but the last, or let an mmad with UPDATE refill them first."
+        )
+    if want == 1:
+        return (
+            "the mmad that produces these blocks must enable the unit flag and end with ENABLE_UPDATE "
+            "(AccPhase.Final), or use DISABLE on both sides with M -> FIX sync_notify / sync_wait."
+        )
+    if last_role is UnitFlagRole.READER and last_mode == 2:
+        return "the last read of this tile must use ENABLE_UPDATE (STPhase.Final) to hand it back to the cube."
+    return (
+        "every block an mmad sets to 1 must be drained by a read with ENABLE_UPDATE (STPhase.Final) of the volume "
+        "the mmad wrote, or reset the flags with set_l0c_copy_config(is_clean_unit_flag=True) after a PIPE_ALL barrier."
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class FindingText:
     """One finding: its kind, the site of the instruction that raised it, the other site involved, the words."""
@@ -39,6 +65,7 @@ class _Words:
         self.enable = np.asarray(record.operands["enable"]).reshape(-1)
         self.result = result
         self.start, self.end = np.asarray(result.start), np.asarray(result.end)
+        self.ops = {k: np.asarray(record.operands[k]) for k in ("uf_lo", "uf_hi", "uf_mode")}
 
     def where(self, inst: int) -> str:
         """``name at file:line`` on core.pipe, with its loop iteration."""
@@ -154,9 +181,39 @@ class _Words:
             return "(PIPE_ALL) waits for the core's earlier instructions"
         role = UnitFlagRole(int(t.uf_role[inst]))
         if role is not UnitFlagRole.NONE:
-            want = 0 if role is UnitFlagRole.WRITER else 1
-            return f"waits for unit flag = {want} on its L0C blocks"
+            return self.unit_flag_wait(inst, role)
         return "waits behind an earlier instruction of its pipe or a fence of its core"
+
+    def unit_flag_wait(self, inst: int, role: UnitFlagRole) -> str:
+        """The blocks a unit-flag wait finds in the wrong state, who touched them last, and the fix."""
+        t, m = self.t, self.result.machine
+        want = 0 if role is UnitFlagRole.WRITER else 1
+        lo, hi = int(self.ops["uf_lo"][inst]), int(self.ops["uf_hi"][inst])
+        flags, last = np.asarray(m.uf), np.asarray(m.uf_inst)
+        wrong = [a for a in range(lo, hi) if a < flags.size and int(flags[a]) != want and self.in_run(inst, a)]
+        if not wrong:
+            return f"waits for unit flag = {want} on its L0C blocks"
+        blocks = f"L0C blocks {int(t.uf_atom_blocks[wrong[0], 0])}..{int(t.uf_atom_blocks[wrong[-1], 1]) - 1}"
+        lines = [f"waits for unit flag = {want} on {blocks}"]
+        toucher = int(last[wrong[0]])
+        if toucher < 0:
+            lines.append("    no mmad or L0C read touched those blocks before it.")
+        else:
+            mode = int(self.ops["uf_mode"][toucher])
+            lines.append(
+                f"    those blocks were last touched by {self.where(toucher)} with {_MODE_NAMES.get(mode, mode)}."
+            )
+        lines.append("    Fix: " + _unit_flag_fix(want, UnitFlagRole(int(t.uf_role[toucher])) if toucher >= 0 else None,
+                                                    int(self.ops["uf_mode"][toucher]) if toucher >= 0 else 0))  # fmt: skip
+        return "\n".join(lines)
+
+    def in_run(self, inst: int, atom: int) -> bool:
+        """Whether unit-flag atom ``atom`` is one of the instance's blocks (under its stride)."""
+        period, run = (int(x) for x in self.t.uf_stride[inst])
+        if not period:
+            return True
+        first = int(self.t.uf_atom_blocks[int(self.ops["uf_lo"][inst]), 0])
+        return (int(self.t.uf_atom_blocks[atom, 0]) - first) % period < run
 
 
 def describe(record, result) -> list[FindingText]:

@@ -29,6 +29,18 @@ def test_a_deadlock_names_the_stuck_instruction_its_iteration_and_what_it_waits_
     assert f"mmad at kernels/unit_flag.py:{line} (AIC.M) in loop iteration (1) waits for unit flag = 0" in str(found)
 
 
+def test_a_unit_flag_deadlock_names_the_blocks_the_last_toucher_and_the_fix_for_each_stuck_pipe():
+    text = str(_check("unit_flag.py", "size_mismatch"))
+    body = _line("unit_flag.py", r"def size_mismatch_kernel")
+    lines = (KERNELS / "unit_flag.py").read_text().splitlines()
+    mmad = next(i + 1 for i in range(body, len(lines)) if "k.mmad(" in lines[i])
+    fixpipe = next(i + 1 for i in range(len(lines) - 1, body, -1) if "k.fixpipe(" in lines[i] and i < body + 12)
+    assert "waits for unit flag = 0 on L0C blocks 8..127" in text  # the blocks the 64 x 64 read left at 1
+    assert f"last touched by mmad at kernels/unit_flag.py:{mmad} (AIC.M) with ENABLE_UPDATE (Final)" in text
+    assert f"fixpipe at kernels/unit_flag.py:{fixpipe} (AIC.FIX) waits for unit flag = 1" in text
+    assert "an earlier read already drained these blocks" in text and "STPhase.Final" in text
+
+
 def test_every_finding_is_reported_most_severe_first_and_the_good_twin_is_clean():
     found = _check("matmul_softmax.py", "matmul_softmax_no_wait")
     kinds = [f.kind for f in found.findings]
