@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import numpy as np
 
 from .chip import Chip
@@ -63,8 +64,16 @@ def check(
     many findings are kept. The data functions do not run, so their trace-time checks (dtypes,
     alignment of data operands...) are ``run``'s to make.
     """
-    record = record_kernel(kernel, inputs, outputs, chip=chip, params=params)
-    result = run_control(record, options or ControlOptions())
+    options = options or ControlOptions()
+    template = []
+
+    def recorded_and_run():  # one compiled program: recording's array work and the control plane together
+        record = record_kernel(kernel, inputs, outputs, chip=chip, params=params)
+        template.append(record.template)
+        return record.operands, run_control(record, options)
+
+    operands, result = jax.jit(recorded_and_run)()
+    record = Record(template[0], operands)
     return CheckResult(record, result, tuple(describe(record, result)))
 
 

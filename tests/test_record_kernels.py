@@ -1,5 +1,5 @@
-"""Every kernel in kernels/, recorded by its front end (a dry run) and checked by the control plane (semantics §8),
-gives the verdict its case documents.
+"""Every kernel in kernels/, recorded by its front end (a dry run) and checked by the control plane (semantics §8,
+``ascjax.check``), gives the verdict its case documents.
 
 The cases where semantics §8 gives another verdict than version 1's issue-order engine are listed with the
 reason; so are the cases refused while they are traced (the dry run computes no data, so it runs no data
@@ -15,8 +15,7 @@ from conftest import KERNELS
 
 import ascjax as aj
 from ascjax.core import Finding
-from ascjax.engine import run_control, verdict
-from ascjax.run import record_kernel
+from ascjax.engine import verdict
 
 UPDATE = aj.UnitFlagMode.ENABLE_UPDATE
 
@@ -57,10 +56,11 @@ def _cases():
 
 
 def control_verdict(kernel, inputs, outputs, *, chip="a2", params=None) -> aj.Verdict:
-    """The verdict the control plane gives the kernel's record."""
-    record = record_kernel(kernel, inputs, outputs, chip=chip, params=params)
-    found = int(np.asarray(verdict(run_control(record))))
-    return aj.Verdict.OK if found < 0 else aj.Verdict[Finding(found).verdict]
+    """The verdict the control plane gives the kernel's record (``ascjax.check``), and the engine's own code for it."""
+    found = aj.check(kernel, inputs, outputs, chip=chip, params=params)
+    code = int(np.asarray(verdict(found.result)))
+    assert found.verdict is (aj.Verdict.OK if code < 0 else aj.Verdict[Finding(code).verdict])
+    return found.verdict
 
 
 @pytest.mark.parametrize(("file", "name"), list(_cases()))
