@@ -20,8 +20,16 @@ from .engine._log import DETAIL_A, DETAIL_B, ENTRY, INST, KIND, OTHER
 _LEFT = ("intra-core flag", "cross-core event", "INTER_SUBBLOCK barrier half", "L0C unit flag")
 
 
-#: unit-flag modes with the PyPTO-Pro phase each stands for
-_MODE_NAMES = {0: "DISABLE (no phase)", 2: "ENABLE_KEEP (Partial)", 3: "ENABLE_UPDATE (Final)"}
+#: unit-flag modes by value, and the PyPTO-Pro phase each stands for
+_MODES = {0: ("DISABLE", "no phase"), 2: ("ENABLE_KEEP", "Partial"), 3: ("ENABLE_UPDATE", "Final")}
+
+
+def mode_text(mode: int, role: UnitFlagRole) -> str:
+    """``ENABLE_KEEP (AccPhase.Partial)`` for an mmad, ``... (STPhase.Partial)`` for a read, in both spellings."""
+    name, phase = _MODES.get(int(mode), (f"mode {int(mode)}", "?"))
+    if int(mode) == 0:
+        return f"{name} (no phase)"
+    return f"{name} ({'AccPhase' if role is UnitFlagRole.WRITER else 'STPhase'}.{phase})"
 
 
 def _unit_flag_fix(want: int, last_role, last_mode: int) -> str:
@@ -112,6 +120,10 @@ class _Words:
         if hazard == SMALL_TILE:
             lines.append("  Fix: put sync_pipe('M') (PipeBarrier<PIPE_M>) between the accumulating mmads.")
             return "\n".join(lines)
+        roles = {UnitFlagRole(int(self.t.uf_role[i])): i for i in (inst, other)}
+        if set(roles) == {UnitFlagRole.WRITER, UnitFlagRole.READER}:  # an mmad and a read of L0C
+            lines += self.unit_flag_race(roles[UnitFlagRole.WRITER], roles[UnitFlagRole.READER])
+            return "\n".join(lines)
         lines.append("  nothing orders them: no flag, unit-flag handshake, barrier or cross-core event leads from the "
                      "first to the second.")  # fmt: skip
         (first, first_core, first_pipe), (second, second_core, second_pipe) = self.who(other), self.who(inst)
@@ -126,6 +138,25 @@ class _Words:
                 f"{second_pipe}, id) before the {second}."
             )
         return "\n".join(lines)
+
+    def unit_flag_race(self, writer: int, reader: int) -> list[str]:
+        """Both sides' phases, and the fix: the unit flag orders an mmad and its read only with a phase on both."""
+        w_mode, r_mode = int(self.ops["uf_mode"][writer]), int(self.ops["uf_mode"][reader])
+        w_name, r_name = self.who(writer)[0], self.who(reader)[0]
+        lines = [
+            f"  the {w_name} used {mode_text(w_mode, UnitFlagRole.WRITER)}, the {r_name} "
+            f"{mode_text(r_mode, UnitFlagRole.READER)}: nothing orders them."
+        ]
+        if w_mode and not r_mode:
+            lines.append(f"  Fix: give the {r_name} phase=STPhase.Final (unit_flag_mode=ENABLE_UPDATE): the unit flag "
+                         "orders the pair only with a phase on both sides.")  # fmt: skip
+        elif r_mode and not w_mode:
+            lines.append(f"  Fix: give the last {w_name} phase=AccPhase.Final (unit_flag_mode=ENABLE_UPDATE): the unit "
+                         "flag orders the pair only with a phase on both sides.")  # fmt: skip
+        else:
+            lines.append("  Fix: AccPhase.Final on the last mmad and STPhase.Final on the read, or DISABLE on both "
+                         "with sync_notify / sync_wait(M, FIX).")  # fmt: skip
+        return lines
 
     def who(self, inst: int) -> tuple[str, str, Pipe]:
         name, _, core, pipe, _ = self.t.entries[int(self.t.entry[inst])]
@@ -199,10 +230,8 @@ class _Words:
         if toucher < 0:
             lines.append("    no mmad or L0C read touched those blocks before it.")
         else:
-            mode = int(self.ops["uf_mode"][toucher])
-            lines.append(
-                f"    those blocks were last touched by {self.where(toucher)} with {_MODE_NAMES.get(mode, mode)}."
-            )
+            mode, role = int(self.ops["uf_mode"][toucher]), UnitFlagRole(int(t.uf_role[toucher]))
+            lines.append(f"    those blocks were last touched by {self.where(toucher)} with {mode_text(mode, role)}.")
         lines.append("    Fix: " + _unit_flag_fix(want, UnitFlagRole(int(t.uf_role[toucher])) if toucher >= 0 else None,
                                                     int(self.ops["uf_mode"][toucher]) if toucher >= 0 else 0))  # fmt: skip
         return "\n".join(lines)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+import equinox as eqx
+import jax.numpy as jnp
 from conftest import KERNELS
 
 import ascjax as aj
 from ascjax.cli import main
 from ascjax.core import Finding
-from ascjax.engine import ControlOptions
 
 
 def _check(file, name, **kw):
@@ -36,9 +38,17 @@ def test_a_unit_flag_deadlock_names_the_blocks_the_last_toucher_and_the_fix_for_
     mmad = next(i + 1 for i in range(body, len(lines)) if "k.mmad(" in lines[i])
     fixpipe = next(i + 1 for i in range(len(lines) - 1, body, -1) if "k.fixpipe(" in lines[i] and i < body + 12)
     assert "waits for unit flag = 0 on L0C blocks 8..127" in text  # the blocks the 64 x 64 read left at 1
-    assert f"last touched by mmad at kernels/unit_flag.py:{mmad} (AIC.M) with ENABLE_UPDATE (Final)" in text
+    assert f"last touched by mmad at kernels/unit_flag.py:{mmad} (AIC.M) with ENABLE_UPDATE (AccPhase.Final)" in text
     assert f"fixpipe at kernels/unit_flag.py:{fixpipe} (AIC.FIX) waits for unit flag = 1" in text
     assert "an earlier read already drained these blocks" in text and "STPhase.Final" in text
+
+
+def test_a_race_of_an_mmad_and_its_read_names_both_phases_and_gives_the_missing_one():
+    race = str(_check("phases.py", "seed000_error2").findings[0])
+    assert race.startswith("RACE (RAW) on L0C"), race  # on one core the hazard follows program order
+    assert "first:  matmul" in race and "second: store at kernels/phases.py" in race
+    assert "(AccPhase.Partial), the store DISABLE (no phase): nothing orders them" in race
+    assert "Fix: give the store phase=STPhase.Final" in race
 
 
 def test_every_finding_is_reported_most_severe_first_and_the_good_twin_is_clean():
@@ -54,10 +64,11 @@ def test_every_finding_is_reported_most_severe_first_and_the_good_twin_is_clean(
     assert good.verdict is aj.Verdict.OK and not good.findings and str(good).startswith("OK")
 
 
-def test_findings_past_the_limit_are_counted():
-    found = _check("matmul_softmax.py", "matmul_softmax_no_wait", options=ControlOptions(max_findings=2))
-    assert len(found.findings) == 2 and found.dropped > 0
-    assert f"... and {found.dropped} more" in str(found)
+def test_findings_past_the_limit_are_counted_in_the_text():
+    found = _check("matmul_softmax.py", "matmul_softmax_no_wait")
+    assert found.dropped == 0 and "more (raise" not in str(found)
+    cut = dataclasses.replace(found, result=eqx.tree_at(lambda r: r.dropped, found.result, jnp.int32(3)))
+    assert cut.dropped == 3 and str(cut).endswith("... and 3 more (raise ControlOptions.max_findings)")
 
 
 def test_the_command_line_prints_the_findings(capsys):

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ascjax.core import AIV0, AIV1, SMALL_TILE, WAR, Finding, SyncMode
+from ascjax.core import AIV0, AIV1, RAW, SMALL_TILE, WAR, Finding, SyncMode
 from ascjax.engine import (
     UF_KEEP,
     UF_OFF,
@@ -285,8 +285,8 @@ def test_seed_000_error_2_store_without_phase_races_the_k_loop():
     s = run_control(_k_loop([UF_KEEP] * 7 + [UF_UPDATE], store_mode=UF_OFF))
     assert worst(s) is Finding.RACE
     assert {Finding.LEFTOVER, Finding.UNINITIALIZED} <= kinds(s)  # every finding is reported, not only the worst
-    # nothing holds the store back, so it reads L0C before the first mmad lands: the mmads then overwrite it
-    assert rows_of(s, Finding.RACE)[0, 5] == WAR
+    # on one core the hazard follows program order: the mmads write, then the store reads (semantics §8)
+    assert rows_of(s, Finding.RACE)[0, 5] == RAW
 
 
 def test_seed_000_error_3_final_matmul_partial_store_hangs_in_the_second_iteration():

@@ -5,9 +5,10 @@ its vector clock. That is all happens-before needs: ``a`` happens before ``b`` w
 clock has seen ``a``'s epoch (its own entry in its own clock). Each check is a vectorised pass:
 
 - **races**: every candidate pair of the tables (a write and another queue's access whose
-  footprints overlap) whose ranges really overlap and that neither orders; the hazard is the
-  order the bytes were really touched in (a read samples at its start, a write lands at its
-  completion), and the finding belongs to the later of the two;
+  footprints overlap) whose ranges really overlap and that neither orders; the hazard follows
+  program order on one core and, across cores, the order the bytes were really touched in (a
+  read samples at its start, a write lands at its completion); the finding belongs to the
+  later of the two;
 - **uninitialised reads**: bytes of no input that no write landed on before the read started;
 - **bounds**: a traced slot choice outside its candidates;
 - **event ids** outside the chip's range, and the **small-tile rule** on the M queue.
@@ -93,7 +94,10 @@ def races(st: Static, log: Log, acc: Accesses) -> dict:
     w_before_o = clock[clock_wo] >= epoch[wi]  # the other's clock has seen the write's epoch
     o_before_w = clock[clock_ow] >= epoch[oi]
     race = st.pair_valid & acc.live[w] & acc.live[o] & overlap & ~w_before_o & ~o_before_w
-    w_first = acc.step[w] < acc.step[o]  # the later of the two accesses finds the race
+    # the later of the two finds the race: in program order on one core, in the order the bytes were touched
+    # across cores (semantics §8 "race hazard labels")
+    same_core = st.core[wi] == st.core[oi]
+    w_first = jnp.where(same_core, st.pidx[wi] < st.pidx[oi], acc.step[w] < acc.step[o])
     at_end = ~w_first | o_writes  # the reporter's event is a completion (its write landing)
     # per reporter, its earliest event first (a start precedes its own completion), then the first pair
     n_pairs = w.shape[0]
