@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from .chip import Chip
-from .core import Finding, Verdict
+from .core import Verdict
 from .engine import ControlOptions, ControlResult, Record, run_control
 from .finding_words import FindingText, describe
 from .run import record_kernel
@@ -77,4 +77,4 @@ def check(
     return CheckResult(record, result, tuple(describe(record, result)))
 
 
-__all__ = ["CheckResult", "Finding", "check"]
+__all__ = ["CheckResult", "check"]

@@ -1,8 +1,8 @@
 """The kernel-writing facade: holds the current state at trace time so kernels read like Ascend C.
 
-``k.mmad(c, a, b, m, k, n, ...)`` issues the instruction ``mmad`` declared in ``ascjax.isa``:
-``k.state = ops.mmad(k.state, c, a, b, m, k, n, ...)``, every method generated from its declaration; the
-kernel as a whole stays a pure function of its arrays. Loops written with ``Program.range``
+Every instruction declared in ``ascjax.isa`` is a method: ``k.mmad(c, a, b, m, k, n, ...)`` runs
+``k.state = ops.mmad(k.state, c, a, b, m, k, n, ...)`` on the current core. The kernel as a whole
+stays a pure function of its arrays. Loops written with ``Program.range``
 are ``lax.scan``s, so they compile once whatever their trip count.
 
 Ops run on the core of the current context: the cube core (AIC) by default, an AIV inside

@@ -78,16 +78,17 @@ def _check_identical(jit_dir, eager_dir):
 
 def test_seeded_golden_data_is_described_and_reproducible(tmp_path, capsys):
     """The only kernel runs of this file, in one test so that pytest-xdist cannot repeat them on
-    another worker: the same seed written with jax.jit (API) and op by op (CLI)."""
-    jit_dir, eager_dir = tmp_path / "jit", tmp_path / "eager"
+    another worker: the same seed written by the API and by the CLI (jit and op by op agree is
+    tests/test_vector_ops.py's, test_fixpipe_quant.py's and test_launch.py's to check)."""
+    jit_dir, cli_dir = tmp_path / "jit", tmp_path / "cli"
     manifest = golden.write_golden(TARGET, jit_dir, seed=SEED)
-    assert main(["golden", TARGET, "--out", str(eager_dir), "--seed", str(SEED), "--no-jit"]) == 0
-    assert capsys.readouterr().out.strip() == f"wrote {eager_dir}/a.bin b.bin out.bin (+ .npy) and manifest.json"
+    assert main(["golden", TARGET, "--out", str(cli_dir), "--seed", str(SEED)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {cli_dir}/a.bin b.bin out.bin (+ .npy) and manifest.json"
     _check_manifest(manifest, jit_dir)
     _check_round_trip_and_seed(manifest, jit_dir)
-    _check_identical(jit_dir, eager_dir)
+    _check_identical(jit_dir, cli_dir)
 
-    out_bin, out_npy = str(jit_dir / "out.bin"), str(eager_dir / "out.npy")
+    out_bin, out_npy = str(jit_dir / "out.bin"), str(cli_dir / "out.npy")
     r = compare_files(out_bin, out_npy, "float32")
     assert r.passed and r.max_abs == 0.0 and r.mismatches == 0 and r.size == 4096 and r.shape == (64, 64)
     assert main(["compare", out_bin, out_bin, "--dtype", "f32", "--shape", "64,64"]) == 0  # agrees with the manifest
