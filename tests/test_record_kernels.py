@@ -36,10 +36,7 @@ REFUSED = {
 #: run costs every instruction one cycle (the timing model comes to the control plane next)
 NEEDS_COSTS = {("kda.py", "kda_shared_id"), ("kda.py", "kda_sections_shared_id")}
 #: a few cases of different kinds in the default suite; the rest are marked slow
-QUICK = {
-    ("unit_flag.py", "size_mismatch"), ("flash_attention.py", "f16_s187_d64"),
-    ("pingpong.py", "pingpong_sections_no_final_release"),
-}  # fmt: skip
+QUICK = {("unit_flag.py", "size_mismatch"), ("flash_attention.py", "f16_s187_d64")}
 
 
 def _cases():
