@@ -83,13 +83,15 @@ class Recorder:
 
     def _data(self, instr, core, a, site):
         reads, writes, l0c = [], [], None
-        for access in instr.effects_of(a):
+        effects = instr.effects_of(a)
+        first_tile = next((x.tile for x in effects if x.tile is not None), None)
+        for access in effects:
             tile = access.tile
             if tile is not None and tile.buffer is Buffer.L0C:
                 l0c = tile
             target = writes if access.operand.write else reads
             if tile is None:
-                target.append(self._gm_spec(access.gm, a, instr))
+                target.append(self._gm_spec(access.gm, a, instr, first_tile))
             elif tile.buffer is Buffer.UB and core == AIC:  # L0C -> UB: the AIVs the split mode sends parts to
                 for sub in _receivers(a, l0c):
                     target.append(self._tile_spec(tile, AIV0 + sub))
@@ -120,12 +122,12 @@ class Recorder:
         if "phase" in a and instr.kind is InstrKind.MMAD:
             self.auto[l0c.name] = extra["uf_mode"] == 0
 
-    def _gm_spec(self, name: str, a: dict, instr: isa.Instruction):
-        """The rows of GM tensor ``name`` the access's window touches (all of its columns), at a traced row."""
+    def _gm_spec(self, name: str, a: dict, instr: isa.Instruction, tile: Tile | None):
+        """The rows of GM tensor ``name`` the window of a copy to or from ``tile`` touches (all of its columns), at
+        a traced row."""
         space = self.spaces[("GM", name)]
         shape, itemsize = self.gm_shapes[name]
         size = self.builder.spaces[space].size_bytes
-        tile = next((x.tile for x in instr.effects_of(a) if x.tile is not None), None)
         if len(shape) != 2 or tile is None or instr.kind is InstrKind.L0C_READ and not a.get("nz2nd", True):
             return (space, (0, size))  # not a row-major matrix window: the whole tensor
         row = a.get("row", a.get("dst_row", (a.get("offsets") or (0,))[0]))
@@ -151,8 +153,8 @@ class Recorder:
             column = padded_rows * row_bytes
             first, end = col0 // tile.c0, _ceil_div(col0 + cols, tile.c0)
             runs = [(j * column + row0 * row_bytes, j * column + (row0 + rows) * row_bytes) for j in range(first, end)]
-        space, _, choice, _ = self._tile_spec(tile, core)
-        depth, stride = (1, 0) if getattr(tile, "slot", None) is None else (tile.depth, tile.stride_bytes)
+        space = self.spaces[(tile.buffer, core)]
+        depth, stride, choice = _slots(tile)
         return [
             (space, [(tile.addr + k * stride + lo, tile.addr + k * stride + hi) for k in range(depth)], choice, True)
             for lo, hi in runs
@@ -160,12 +162,9 @@ class Recorder:
 
     def _tile_spec(self, tile: Tile, core: int):
         """(space, candidate byte ranges, choice, when) of a tile: one range, or one per TileGroup slot."""
-        space = self.spaces[(tile.buffer, core)]
-        slot = getattr(tile, "slot", None)
-        if slot is None:
-            return (space, [(tile.addr, tile.end)], 0, True)
-        ranges = [(tile.addr + k * tile.stride_bytes, tile.end + k * tile.stride_bytes) for k in range(tile.depth)]
-        return (space, ranges, jnp.where(tile.ok, slot, tile.depth), True)  # an index out of range: a bounds finding
+        depth, stride, choice = _slots(tile)
+        ranges = [(tile.addr + k * stride, tile.end + k * stride) for k in range(depth)]
+        return (self.spaces[(tile.buffer, core)], ranges, choice, True)
 
     def _uf_blocks(self, tile: Tile, region):
         """The L0C blocks a (row0, rows, col0, cols) region of an Nz ``tile`` touches: candidate ranges (one per
@@ -184,12 +183,10 @@ class Recorder:
         run = end_row - first_row
         lo = first_col * period + first_row
         hi = (end_col - 1) * period + first_row + run
-        stride = (0, 0) if run == period else (period, run)
-        slot = getattr(tile, "slot", None)
-        depth, step = (1, 0) if slot is None else (tile.depth, tile.stride_bytes // per)
-        base = tile.addr // per
+        depth, stride_bytes, choice = _slots(tile)
+        base, step = tile.addr // per, stride_bytes // per
         ranges = [(base + k * step + lo, base + k * step + hi) for k in range(depth)]
-        return ranges, (0 if slot is None else jnp.where(tile.ok, slot, depth)), stride
+        return ranges, choice, ((0, 0) if run == period else (period, run))
 
     def _auto_wait(self, tile: Tile, no_phase, site):
         """The framework's M -> FIX sync before a phase-less store of a tile a phase-less matmul wrote last.
@@ -209,6 +206,15 @@ class Recorder:
                 "framework M -> FIX sync", pipe, site=site, sync=sync, event_id=event_id, flag_triple=triple,
                 enable=pending,
             )  # fmt: skip
+
+
+def _slots(tile: Tile):
+    """(depth, stride in bytes, choice) of a tile: one candidate, or one per TileGroup slot chosen by its traced
+    index (an index out of range chooses no candidate: a bounds finding)."""
+    slot = getattr(tile, "slot", None)
+    if slot is None:
+        return 1, 0, 0
+    return tile.depth, tile.stride_bytes, jnp.where(tile.ok, slot, tile.depth)
 
 
 def _receivers(a: dict, l0c: Tile | None) -> tuple[int, ...]:

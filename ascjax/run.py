@@ -104,6 +104,20 @@ def initial_gm(inputs: dict, outputs: tuple) -> dict:
     return gm
 
 
+def _trace(kernel, program: Program, params: dict) -> Program:
+    """Run ``kernel(program, **params)`` as the current kernel; a trace-time error names the kernel line."""
+    _CURRENT.append(program)
+    try:
+        kernel(program, **params)
+        program.flush()  # sections declared last
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        sites.locate(exc)
+        raise
+    finally:
+        _CURRENT.pop()
+    return program
+
+
 def execute_block(
     kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple, params: dict, *, block=None
 ) -> State:
@@ -114,16 +128,7 @@ def execute_block(
     names = tuple(name for name, _ in outputs)
     state = State.create(chip, initial_gm(inputs, outputs), names, options, costs, track_gm_writes=block is not None)
     block_idx, block_num = block if block is not None else (None, 1)
-    program = Program(chip, state, block_idx=block_idx, block_num=block_num)
-    _CURRENT.append(program)
-    try:
-        kernel(program, **params)
-        program.flush()  # sections declared last
-    except (ValueError, TypeError, NotImplementedError) as exc:
-        sites.locate(exc)  # the message names the kernel line
-        raise
-    finally:
-        _CURRENT.pop()
+    program = _trace(kernel, Program(chip, state, block_idx=block_idx, block_num=block_num), params)
     for name in sorted(set(inputs) - program.gm_named - set(names)):
         file, line = sites.caller()  # the user's call of run / launch / sweep
         warnings.warn_explicit(
@@ -147,16 +152,7 @@ def record_kernel(kernel, inputs: dict, outputs: dict, *, chip: str | Chip = "a2
     gm = initial_gm(inputs, spec)
     state = State.create(chip, gm, tuple(name for name, _ in spec), Options(sanitize=False), default_costs(chip))
     recorder = Recorder(chip, gm, set(inputs))
-    program = Program(chip, state, recorder=recorder)
-    _CURRENT.append(program)
-    try:
-        kernel(program, **(params or {}))
-        program.flush()
-    except (ValueError, TypeError, NotImplementedError) as exc:
-        sites.locate(exc)
-        raise
-    finally:
-        _CURRENT.pop()
+    _trace(kernel, Program(chip, state, recorder=recorder), params or {})
     return recorder.builder.build()
 
 
