@@ -19,10 +19,11 @@ import inspect
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import hazards, indexed, isa, sites
 from .chip import Chip
-from .core import BOUNDS_TRIP_COUNT, N_CORES, Buffer, CoreKind, Pipe, Verdict
+from .core import BOUNDS_TRIP_COUNT, N_CORES, Buffer, CoreKind, InstrKind, Pipe, Verdict
 from .engine import Sync
 from .memory import Allocator, Tile
 from .ops._machine import fail, static_int
@@ -36,6 +37,10 @@ MAX_TRIP_COUNT = 1 << 24
 #: Rough cost of one emulated loop iteration on a CPU, for the refusal's estimate (an estimate, not a measurement
 #: of the user's kernel).
 ITERATION_US_ESTIMATE = 10
+
+
+#: Instructions whose only effect is on the sync hardware: the data plane skips them.
+SYNC_KINDS = (InstrKind.FLAG, InstrKind.BARRIER, InstrKind.CROSS_CORE)
 
 
 def current() -> Program:
@@ -132,6 +137,11 @@ class Program:
         self._freed: dict = {}  # tile -> the kernel line that freed it
         self.gm_named: set[str] = set()  # GM tensors the kernel's ops named
         self._in_section = False
+        # the data plane (a data-only state): what runs concurrent sections, and the cross-core wait instances
+        # recorded so far per core (the record's numbering, with every iteration of the enclosing loops)
+        self.sections_runner = None
+        self.cross_waits = [0] * N_CORES
+        self._trips: list[int] = []  # static trip counts of the open loops
 
     def _go(self) -> bool:
         """Whether an op issued now runs: sections declared before it run first; a gate may switch it off."""
@@ -148,6 +158,8 @@ class Program:
         if self.recorder is not None:  # the record holds each core's program; the control plane runs them together
             for plan in pending:
                 self._run_section(plan)
+        elif self.sections_runner is not None and pending:
+            self.sections_runner(self, pending)
         elif len(pending) == 1:
             plan = pending[0]
             self._run_section(plan)
@@ -317,6 +329,10 @@ class Program:
         if self.recorder is not None:
             self.recorder.issue(instr, self.core, args, kwargs)
             return
+        if self.state.data_only and instr.kind in SYNC_KINDS:  # the data plane computes no sync
+            if instr.sync is Sync.CROSS_WAIT and gate is None:
+                self.cross_waits[self.core] += int(np.prod(self._trips, dtype=np.int64))
+            return
         extra = {} if instr.core is CoreKind.CUBE else {"sub": self.subblock}
         self.state = instr.data(self.state, *instr.bound, *args, **kwargs, **extra)
         if cross_wait:  # the segment's leading wait: did it block? (what it recorded survives a yield)
@@ -417,7 +433,8 @@ class Program:
             body(jnp.int32(0))
         elif gate.target[0] == region:
             depth = self._depth
-            self.state = eqx.tree_at(lambda s: s.loop, self.state, indexed.put(self.state.loop, depth, gate.index))
+            if not self.state.data_only:
+                self.state = eqx.tree_at(lambda s: s.loop, self.state, indexed.put(self.state.loop, depth, gate.index))
             self._depth += 1
             try:
                 with sites.loop_scope():
@@ -430,13 +447,16 @@ class Program:
         depth = self._depth
 
         def step(state, i):
-            state = eqx.tree_at(lambda s: s.loop, state, indexed.put(state.loop, depth, i))
+            if not state.data_only:
+                state = eqx.tree_at(lambda s: s.loop, state, indexed.put(state.loop, depth, i))
             self._depth += 1
+            self._trips.append(n)
             try:
                 with sites.loop_scope():
                     return self._traced(state, lambda: body(i), "loop"), None
             finally:
                 self._depth -= 1
+                self._trips.pop()
 
         if self.recorder is None:
             self.state, _ = jax.lax.scan(step, self.state, jnp.arange(n, dtype=jnp.int32))

@@ -118,7 +118,8 @@ def _clear_cross_waits(state, core: int):
     return eqx.tree_at(lambda s: s.wait, state, new)
 
 
-def _discover(program, plan: Plan) -> list:
+def discover(program, plan: Plan) -> list:
+    """The regions of ``plan``'s section and the cross-core waits each holds (a pass with every op off)."""
     gate = Gate(discover=True)
     program._run_gated(gate, plan)
     return gate.regions
@@ -141,7 +142,7 @@ def _branch(program, plan: Plan, region: int, segment: int):
 def run_concurrent(program, plans: list[Plan]):
     """Run the sections' programs concurrently on ``program.state`` (see the module docstring)."""
     for plan in plans:
-        plan.regions = _discover(program, plan)
+        plan.regions = discover(program, plan)
     if not any(region.waits for plan in plans for region in plan.regions):
         for plan in plans:  # nothing can block across cores: issue order gives the same result
             program._run_section(plan)

@@ -125,8 +125,15 @@ class Aic(eqx.Module):
     m_barrier: Int[Array, ""]  # the M pipe's own clock at its last PipeBarrier<PIPE_M>
 
     @staticmethod
-    def empty(chip: Chip, width: int) -> Aic:
+    def empty(chip: Chip, width: int, data_only: bool = False) -> Aic:
+        """The cube core before a kernel; ``data_only`` (the data plane): its buffers and config registers only."""
         n_blocks = chip.l0c_blocks
+        if data_only:
+            none = dict.fromkeys(("unit_flag", "uf_last_op", "uf_last_mode", "uf_set_op", "uf_vc", "auto_vc"))
+            return Aic(
+                l1={}, l0a={}, l0b={}, l0c={}, bt={}, mmad_direction=jnp.zeros((), jnp.int32),
+                saturation=jnp.ones((), bool), m_barrier=None, **none,
+            )  # fmt: skip
         return Aic(
             l1={},
             l0a={},
@@ -237,11 +244,26 @@ class State(eqx.Module):
         costs: Costs | None = None,
         *,
         track_gm_writes: bool = False,
+        data_only: bool = False,
     ) -> State:
-        """The state before a kernel's first op; ``track_gm_writes`` keeps the write marks a launch merges."""
+        """The state before a kernel's first op; ``track_gm_writes`` keeps the write marks a launch merges.
+
+        ``data_only``: the data plane's state (``ascjax.dataplane``): GM, the buffers, the config registers and
+        the TileGroup cursors, and no sync, sanitizer or timing state (those fields are None).
+        """
         options = options or Options()
+        costs = (
+            default_costs(chip) if costs is None else costs
+        )  # data_only: ops still name it (their cycles are dead code)
+        if data_only:
+            return State(
+                chip=chip, options=dataclasses.replace(options, sanitize=False, max_events=0), tiles=(),
+                gm_outputs=tuple(outputs), buffer_codes=(), gm={name: jnp.asarray(x) for name, x in gm.items()},
+                gm_written={}, aic=Aic.empty(chip, 0, data_only=True), ub=({}, {}), wait=None, flags=None, xc=None,
+                cursors={}, issue_log=None, vc=None, costs=costs, time=None, shadows={}, error=None, seq=None,
+                loop=None, warn_op=None,
+            )  # fmt: skip
         width = clock_width(options)
-        costs = default_costs(chip) if costs is None else costs
         gm = {name: jnp.asarray(x) for name, x in gm.items()}
         shadows = {}  # an on-chip buffer's shadow is added with its first tile (add_tile)
         if options.sanitize:
@@ -277,6 +299,11 @@ class State(eqx.Module):
             loop=jnp.zeros((MAX_LOOP_DEPTH,), jnp.int32),
             warn_op=jnp.full((N_WARNINGS,), -1, jnp.int32),
         )
+
+    @property
+    def data_only(self) -> bool:
+        """The data plane's state: buffers only (see ``create``)."""
+        return self.error is None
 
     def mark_gm(self, name: str, written, atomic: bool, start=None) -> State:
         """Record which elements of GM output ``name`` an op wrote, with an atomic add or a plain

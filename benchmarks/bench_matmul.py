@@ -4,7 +4,8 @@ python benchmarks/bench_matmul.py [--size 1024] [--json]
 
 Rows: ``jnp.dot`` (f32 accumulation); the same 128-tiling as two nested ``lax.scan``s of
 ``jnp.dot`` (the floor for anything that runs the K-loop tile by tile); ascjax ``kernels/matmul.py`` with all checks and the
-timing model on, and with the checks off (the sanitizer's cost); the same kernel launched on one
+timing model on, and with the checks off (the sanitizer's cost); on the two planes (the control plane over the
+record, then the data plane) and the data plane alone; the same kernel launched on one
 block per output tile (each block a K loop of its own: what a launch and its GM merge cost); the same tiling as a Pallas
 kernel (grid M/128 x N/128 x K/128, the output block resident across K) run with
 ``interpret=True``, and in Pallas' TPU interpret mode with and without ``detect_races=True``
@@ -23,6 +24,10 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import ascjax as aj
+from ascjax import dataplane
+from ascjax.engine import run_control
+from ascjax.planes import execute_data, run_planes
+from ascjax.run import output_spec, record_kernel
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
 from matmul import matmul_case  # noqa: E402
@@ -85,6 +90,29 @@ def ascjax_matmul(case, sanitize):
     return go
 
 
+def ascjax_planes(case, data_only=False):
+    """The two planes (``ascjax.planes``): the record through the control plane, then the data plane; with
+    ``data_only`` the data plane alone, in the order one control-plane run gave (what a lowered run builds on)."""
+    if not data_only:
+
+        @jax.jit
+        def go(a, b):
+            r = run_planes(case.kernel, {"a": a, "b": b}, case.outputs, params=case.params, jit=False)
+            return r.outputs["c"], r.check.result.n_findings
+
+        return go
+    inputs = {"a": jnp.asarray(case.inputs["a"]), "b": jnp.asarray(case.inputs["b"])}
+    record = record_kernel(case.kernel, inputs, case.outputs, params=case.params)
+    order = dataplane.schedule(record, run_control(record))
+    chip, spec = aj.get_chip("a2"), output_spec(case.outputs)
+
+    @jax.jit
+    def data(a, b):
+        return execute_data(case.kernel, chip, aj.Options(), {"a": a, "b": b}, spec, case.params, order).gm["c"]
+
+    return data
+
+
 def ascjax_launch(case, block_dim):
     @jax.jit
     def go(a, b):
@@ -104,6 +132,8 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
         "tiled lax.scan of jnp.dot": (jax.jit(tiled_scan_matmul), repeats),
         "ascjax, checks + timing": (ascjax_matmul(case, True), repeats),
         "ascjax, timing only": (ascjax_matmul(case, False), repeats),
+        "ascjax two planes (control + data)": (ascjax_planes(case), repeats),
+        "ascjax data plane alone": (ascjax_planes(case, data_only=True), repeats),
         f"ascjax launch, {blocks} blocks, checks + timing": (ascjax_launch(case, blocks), repeats),
         "Pallas interpret=True": (jax.jit(functools.partial(pallas_matmul, interpret=True)), repeats),
         "Pallas TPU interpret": (
@@ -147,6 +177,10 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
                 run["ascjax, checks + timing"] / run["Pallas interpret=True"],
                 1.0,
             ),
+            claim(
+                "matmul: ascjax two planes / jnp.dot", run["ascjax two planes (control + data)"] / run["jnp.dot"], 1.5
+            ),
+            claim("matmul: ascjax data plane alone / jnp.dot", run["ascjax data plane alone"] / run["jnp.dot"]),
             claim(
                 "matmul: checks + timing / timing only (sanitizer cost)",
                 run["ascjax, checks + timing"] / run["ascjax, timing only"],

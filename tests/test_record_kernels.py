@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from conftest import KERNELS
+from conftest import KERNELS, REFUSED_WHILE_TRACING
 
 import ascjax as aj
 from ascjax.core import Finding
@@ -25,13 +25,7 @@ SECTION_8 = {
     ("vec_cube.py", "vec_cube_no_wait"): aj.Verdict.RACE,
 }
 #: refused while tracing: the refusal is the case's verdict, and it comes from the data functions
-REFUSED = {
-    ("seed_rules.py", name)
-    for name in (
-        "mmad_c_misaligned", "l0c_256k_on_a2", "mmad_hifloat8_on_a2", "mmad_gemv_fractal_a", "mmad_on_aiv",
-        "xc_inter_block", "xc_event_id_16",
-    )
-}  # fmt: skip
+REFUSED = REFUSED_WHILE_TRACING
 #: whether the cube's second set finds the first still pending depends on how long the AIVs take, and the dry
 #: run costs every instruction one cycle (the timing model comes to the control plane next)
 NEEDS_COSTS = {("kda.py", "kda_shared_id"), ("kda.py", "kda_sections_shared_id")}

@@ -34,6 +34,8 @@ def issue(state: State, pipe: Pipe, core: int = AIC, data: bool = True) -> tuple
     An executing op advances its pipe's own vector-clock component (program order). A data
     op (``data=True``: not a sync op) settles the pipe check of a cross-core wait before it.
     """
+    if state.data_only:  # the data plane: every op executes
+        return state, jnp.asarray(True)
     g = hazards.gpipe(core, pipe)
     active = ~state.wait.blocked[g] & core_running(state, core)
     state = eqx.tree_at(lambda s: s.seq, state, state.seq + 1)
@@ -56,6 +58,8 @@ def fail(state: State, cond, code: Verdict, op: int, pipe: Pipe, a=0, b=0, c=0, 
     ``seq`` dates the error earlier than the current op (an error that belongs to a wait
     issued before, so that it wins over that wait's deadlock).
     """
+    if state.data_only:  # the data plane reports nothing: the control plane finds it
+        return state
     err = state.error
     first = jnp.asarray(cond) & (err.code == Verdict.OK)
 
@@ -99,6 +103,8 @@ def block(
 
     With ``all_pipes`` the wait stops every pipe of the core (a cross-core wait on A2/A3).
     """
+    if state.data_only:
+        return state
     w = state.wait
     p = hazards.gpipe(core, pipe)
     cond = jnp.asarray(cond) & ~w.blocked[p]
@@ -126,6 +132,8 @@ def block(
 
 def hint_release(state: State, releases, op: int) -> State:
     """Note ``op`` as the first later op that would have released each blocked pipe in ``releases``."""
+    if state.data_only:
+        return state
     w = state.wait
     first = jnp.asarray(releases) & w.blocked & (w.hint_op < 0)
     return eqx.tree_at(lambda s: s.wait.hint_op, state, jnp.where(first, op, w.hint_op))
@@ -133,6 +141,8 @@ def hint_release(state: State, releases, op: int) -> State:
 
 def warn(state: State, cond, bit: int, op: int) -> State:
     """Record the first op that raised warning ``bit``."""
+    if state.data_only:
+        return state
     first = jnp.asarray(cond) & (state.warn_op[bit] < 0)
     return eqx.tree_at(lambda s: s.warn_op, state, indexed.put(state.warn_op, bit, op, first))
 
@@ -243,4 +253,6 @@ def poison(value, racy, options):
 
 def clock_op(state: State, pipe: Pipe, op: int, active, cost, ready=0.0, reason=0, from_op=-1, core: int = AIC):
     """Advance the cycle clock of (``core``, ``pipe``) for an executed op; returns (state, start, end)."""
+    if state.data_only:
+        return state, 0.0, 0.0
     return timing.schedule(state, hazards.gpipe(core, pipe), op, active, cost, ready, reason, from_op)

@@ -208,10 +208,14 @@ def mmad(
     # element values (hifloat8 / fp4 e1m2 codes decoded; fp8, fp4 e2m1, int4 converted exactly)
     a_nd = jnp.where(k_valid[None, :], values.decode(a_nd, a.dtype).astype(acc_dtype), 0)
     b_nd = jnp.where(k_valid[:, None], values.decode(b_nd, b.dtype).astype(acc_dtype), 0)
+    # the product is computed on its own (optimization barriers): how XLA sums it then does not depend on what it
+    # would otherwise fuse into it, so every engine and every lowering of the kernel gets the same bits
+    a_nd, b_nd = jax.lax.optimization_barrier((a_nd, b_nd))
     if mx is None:
         prod = jax.lax.dot(a_nd, b_nd, precision=jax.lax.Precision.HIGHEST, preferred_element_type=acc_dtype)
     else:
         prod = _mx_product(state, mx, a_nd, b_nd)
+    prod = jax.lax.optimization_barrier(prod)
 
     c_old = from_fractal(state.tile(c), Format.NZ)
     init = c_old
@@ -253,6 +257,8 @@ def _clock_mmad(
     state: State, c: Tile, a: Tile, op: int, execute, mode, mask, m, k, n, m_pad, n_pad, mx: bool = False
 ) -> State:
     """Cycle cost of an mmad and, with UPDATE, when each C fractal's flag flips (in compute order)."""
+    if state.data_only:
+        return state
     costs = state.costs
     t = state.time
     enabled = mode != 0

@@ -262,6 +262,8 @@ def _clock_fixpipe(state: State, src, op: int, execute, mode, nz2nd, row0, m, co
     handshake latency), so the drain overlaps the mmad when the mmad computes in the same
     order; without it the fixpipe starts when its pipe (and its software sync) allows.
     """
+    if state.data_only:
+        return state
     costs = state.costs
     blocks = tile_blocks(src, state.chip)
     n1 = np.arange(blocks.shape[0])[:, None]
@@ -294,6 +296,8 @@ def set_l0c_copy_config(
 ) -> State:
     """``asc_set_l0c_copy_config`` / ``SetFixPipeConfig``: with ``is_clean_unit_flag`` every L0C unit flag is reset to 0."""
     op = sites.register("set_l0c_copy_config", Pipe.S, f"is_clean_unit_flag={is_clean_unit_flag}")
+    if state.data_only:  # unit flags are the control plane's
+        return state
     state, active = issue(state, Pipe.S)
     state, _, _ = clock_op(state, Pipe.S, op, active, state.costs.scalar_cycles)
     clean = active & jnp.asarray(is_clean_unit_flag)

@@ -47,6 +47,8 @@ def _no_phase(phase):
 
 def _auto_set(state: State, c: Tile, rows: int, cols: int, when) -> State:
     """The framework's set_flag(M -> FIX) after a phase-less matmul: its blocks remember the M clocks."""
+    if state.data_only:
+        return state
     mask = region_mask(c, state.chip, 0, -(-rows // 16) * 16, 0, -(-cols // 16) * 16)
     issued = when & ~state.wait.blocked[hazards.gpipe(AIC, Pipe.M)] & core_running(state, AIC)
     done_at = state.time.pipe_t[hazards.gpipe(AIC, Pipe.M)]
@@ -61,6 +63,8 @@ def _auto_set(state: State, c: Tile, rows: int, cols: int, when) -> State:
 
 def _auto_wait(state: State, c: Tile, row0, rows, col0, cols, when) -> State:
     """The framework's wait_flag(M -> FIX) before a phase-less store of blocks a phase-less matmul wrote."""
+    if state.data_only:
+        return state
     mask = region_mask(c, state.chip, row0, rows, col0, cols)
     issued = when & ~state.wait.blocked[hazards.gpipe(AIC, Pipe.FIX)] & core_running(state, AIC)
     ready = jnp.max(jnp.where(mask, state.time.auto_t, 0.0)) + state.costs.flag_latency_cycles

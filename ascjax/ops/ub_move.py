@@ -222,6 +222,8 @@ def copy_l0c2ub(
         old = state.tile(dst, sub)
         part = data[r0 : r0 + rows, c0 : c0 + cols].astype(dst.np_dtype)
         state = state.with_tile(dst, jnp.where(execute, old.at[:rows, :cols].set(part), old), sub)
+    if state.data_only:
+        return state
     rate = state.costs.fix_elements_per_cycle[0 if dst.dtype == "float32" else 1]
     busiest = max(rows * cols for _, rows, _, cols in parts)  # dual mode feeds both AIVs at once
     flipped = jnp.max(jnp.where(mask, state.time.uf_t, 0.0)) + state.costs.unit_flag_latency_cycles

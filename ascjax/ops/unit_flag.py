@@ -125,6 +125,8 @@ def handshake(
     On execution the blocks record the op; UPDATE flips them to ``1 - want``. ``window``
     (``block_window``) bounds the blocks ``mask`` may hold.
     """
+    if state.data_only:  # the data plane: the control plane decides who waits
+        return state, active
     aic = state.aic
     enabled = mode != int(UnitFlagMode.DISABLE)
     unsatisfied = mask & (aic.unit_flag != want)

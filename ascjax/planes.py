@@ -1,0 +1,91 @@
+"""A kernel run on the two planes: its record through the control plane, its data on the data plane.
+
+``run_planes`` traces the kernel twice into one compiled program. The first trace records it
+(``record_kernel``) and the control plane executes the record: the sync hardware of semantics
+§8, every finding ranked, the timeline. The second trace computes the data (``ascjax.dataplane``):
+each instruction's data function on a data-only state, concurrent sections in the order the
+control plane ran them. Outputs are bit-identical to the version-1 engine's wherever the kernel
+is free of races and deadlocks (``tests/test_planes.py`` checks every OK case of ``kernels/``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import equinox as eqx
+import jax
+
+from . import dataplane
+from .check import CheckResult
+from .chip import Chip, get_chip
+from .core import Verdict
+from .engine import ControlOptions, ControlResult, Record, run_control
+from .finding_words import describe
+from .options import Options
+from .program import Program
+from .run import _trace, gm_inputs, initial_gm, output_spec, record_kernel
+from .state import State
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanesResult:
+    """The GM outputs the data plane computed, and what the control plane found (an ``ascjax.CheckResult``)."""
+
+    outputs: dict
+    check: CheckResult
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.check.verdict
+
+
+def execute_data(
+    kernel, chip: Chip, options: Options, inputs: dict, outputs: tuple, params: dict, order: dataplane.Schedule
+) -> State:
+    """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves."""
+    names = tuple(name for name, _ in outputs)
+    state = State.create(chip, initial_gm(inputs, outputs), names, options, data_only=True)
+    program = Program(chip, state)
+    program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
+    return _trace(kernel, program, params).state
+
+
+def _planes(kernel, chip: Chip, options: Options, control: ControlOptions, inputs: dict, spec: tuple, params: dict):
+    record = record_kernel(kernel, inputs, dict((name, s) for name, s in spec), chip=chip, params=params)
+    result = run_control(record, control)
+    state = execute_data(kernel, chip, options, inputs, spec, params, dataplane.schedule(record, result))
+    return {name: state.gm[name] for name, _ in spec}, record, result
+
+
+_planes_jit = eqx.filter_jit(_planes)
+
+
+def run_planes(
+    kernel,
+    inputs: dict,
+    outputs: dict,
+    *,
+    chip: str | Chip = "a2",
+    params: dict | None = None,
+    options: Options | None = None,
+    control: ControlOptions | None = None,
+    jit: bool = True,
+) -> PlanesResult:
+    """Run ``kernel(k, **params)`` on one block of ``chip`` on the two planes (arguments as for ``ascjax.run``).
+
+    ``options`` (``ascjax.Options``) holds the data plane's numeric choices (``straight_through``);
+    ``control`` (``ascjax.engine.ControlOptions``) the execution model's. Differentiable: ``jax.grad``
+    flows through the data plane to the inputs.
+    """
+    chip = get_chip(chip)
+    control = control or ControlOptions()
+    spec = output_spec(outputs)
+    args = (kernel, chip, options or Options(), control, gm_inputs(inputs), spec, dict(params or {}))
+    outs, record, result = (_planes_jit if jit else _planes)(*args)
+    return PlanesResult(outs, _checked(record, result))
+
+
+def _checked(record: Record, result: ControlResult) -> CheckResult:
+    if isinstance(result.n_findings, jax.core.Tracer):  # under a transformation: the words wait for the host
+        return CheckResult(record, result, ())
+    return CheckResult(record, result, tuple(describe(record, result)))
