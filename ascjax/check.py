@@ -13,9 +13,9 @@ import dataclasses
 import jax
 import numpy as np
 
-from .chip import Chip
+from .chip import Chip, get_chip
 from .core import Verdict
-from .engine import ControlOptions, ControlResult, Record, run_control
+from .engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_control, sync_latency
 from .finding_words import FindingText, describe
 from .run import record_kernel
 
@@ -56,21 +56,25 @@ def check(
     chip: str | Chip = "a2",
     params: dict | None = None,
     options: ControlOptions | None = None,
+    costs: Costs | None = None,
 ) -> CheckResult:
     """Check ``kernel(k, **params)``'s synchronisation on one block of ``chip`` without computing data.
 
     ``inputs`` / ``outputs`` are as for ``ascjax.run`` (only their shapes and dtypes matter);
     ``options`` (``ascjax.engine.ControlOptions``) picks the execution model's variants and how
     many findings are kept. The data functions do not run, so their trace-time checks (dtypes,
-    alignment of data operands...) are ``run``'s to make.
+    alignment of data operands...) are ``run``'s to make. ``costs`` (``ascjax.Costs``, default: the chip's
+    table) price each instruction and sync edge, so the timeline and the order of concurrent events are the
+    timing model's.
     """
     options = options or ControlOptions()
     template = []
 
     def recorded_and_run():  # one compiled program: recording's array work and the control plane together
-        record = record_kernel(kernel, inputs, outputs, chip=chip, params=params)
+        record = record_kernel(kernel, inputs, outputs, chip=chip, params=params, costs=costs)
         template.append(record.template)
-        return record.operands, run_control(record, options)
+        latency = sync_latency(default_costs(get_chip(chip)) if costs is None else costs)
+        return record.operands, run_control(record, options, latency)
 
     operands, result = jax.jit(recorded_and_run)()
     record = Record(template[0], operands)

@@ -189,7 +189,9 @@ class _Words:
     def deadlock(self) -> str:
         """Every queue with work left: its first instruction that never completed, and what it waits for."""
         t = self.t
-        lines = ["DEADLOCK: no pipe can go on"]
+        ran = self.end[self.end >= 0] if self.end.size else self.end
+        when = f" after {int(ran.max())} cycles (the last instruction to complete)" if ran.size else ""
+        lines = [f"DEADLOCK: no pipe can go on{when}"]
         for q in range(t.qlist.shape[0]):
             members = [int(i) for i in t.qlist[q, : int(t.qlen[q])] if self.enable[i]]
             stuck = next((i for i in members if self.end[i] < 0), None) if self.end.size else None

@@ -19,7 +19,7 @@ from . import dataplane
 from .check import CheckResult
 from .chip import Chip, get_chip
 from .core import Verdict
-from .engine import ControlOptions, ControlResult, Record, run_control
+from .engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_control, sync_latency
 from .finding_words import describe
 from .options import Options
 from .program import Program
@@ -50,9 +50,9 @@ def execute_data(
     return _trace(kernel, program, params).state
 
 
-def _planes(kernel, chip: Chip, options: Options, control: ControlOptions, inputs: dict, spec: tuple, params: dict):
-    record = record_kernel(kernel, inputs, dict((name, s) for name, s in spec), chip=chip, params=params)
-    result = run_control(record, control)
+def _planes(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple, params: dict):
+    record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs)
+    result = run_control(record, control, sync_latency(costs))
     state = execute_data(kernel, chip, options, inputs, spec, params, dataplane.schedule(record, result))
     return {name: state.gm[name] for name, _ in spec}, record, result
 
@@ -69,18 +69,21 @@ def run_planes(
     params: dict | None = None,
     options: Options | None = None,
     control: ControlOptions | None = None,
+    costs: Costs | None = None,
     jit: bool = True,
 ) -> PlanesResult:
     """Run ``kernel(k, **params)`` on one block of ``chip`` on the two planes (arguments as for ``ascjax.run``).
 
     ``options`` (``ascjax.Options``) holds the data plane's numeric choices (``straight_through``);
-    ``control`` (``ascjax.engine.ControlOptions``) the execution model's. Differentiable: ``jax.grad``
+    ``control`` (``ascjax.engine.ControlOptions``) the execution model's; ``costs`` (``ascjax.Costs``) price the
+    instructions and sync edges the control plane times. Differentiable: ``jax.grad``
     flows through the data plane to the inputs.
     """
     chip = get_chip(chip)
     control = control or ControlOptions()
     spec = output_spec(outputs)
-    args = (kernel, chip, options or Options(), control, gm_inputs(inputs), spec, dict(params or {}))
+    costs = default_costs(chip) if costs is None else costs
+    args = (kernel, chip, options or Options(), control, costs, gm_inputs(inputs), spec, dict(params or {}))
     outs, record, result = (_planes_jit if jit else _planes)(*args)
     return PlanesResult(outs, _checked(record, result))
 

@@ -17,7 +17,7 @@ import numpy as np
 from . import isa, sites
 from .chip import Chip
 from .core import AIC, AIV0, Buffer, Format, InstrKind, Pipe
-from .engine import RecordBuilder, Sync, UnitFlagRole, Window
+from .engine import Costs, RecordBuilder, Sync, UnitFlagRole, Window, default_costs
 from .memory import Tile
 from .ops.ub_move import AccToVecMode, split
 from .ops.unit_flag import mode_value
@@ -34,10 +34,13 @@ def _ceil_div(a, b):
 
 
 class Recorder:
-    """A ``RecordBuilder`` and the spaces of one block of ``chip`` whose GM holds ``gm`` (``inputs`` initialised)."""
+    """A ``RecordBuilder`` and the spaces of one block of ``chip`` whose GM holds ``gm`` (``inputs`` initialised);
+    each issue's cycles come from its declaration and ``costs`` (default: the chip's table)."""
 
-    def __init__(self, chip: Chip, gm: dict, inputs):
+    def __init__(self, chip: Chip, gm: dict, inputs, costs: Costs | None = None):
         self.chip = chip
+        self.costs = default_costs(chip) if costs is None else costs
+        self.gm_dtypes = {name: np.dtype(x.dtype) for name, x in gm.items()}
         self.builder = RecordBuilder(n_flag_ids=chip.intra_event_ids, n_cross_ids=chip.cross_event_ids)
         self.spaces: dict = {}
         for buffer, size in chip.buffer_bytes.items():
@@ -58,9 +61,7 @@ class Recorder:
 
     # --- one issue ------------------------------------------------------------------------
     def issue(self, instr: isa.Instruction, core: int, args: tuple, kwargs: dict) -> None:
-        bound = instr.signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        a = bound.arguments
+        a = instr.arguments(args, kwargs)
         file, line = sites.caller()
         site = f"{instr.name} at {sites.short_path(file)}:{line}"
         b = self.builder
@@ -77,9 +78,16 @@ class Recorder:
             elif instr.sync is Sync.UF_RESET and a.get("is_clean_unit_flag"):
                 b.unit_flag_reset(site=site)
             elif instr.kind is InstrKind.CONFIG or instr.sync is Sync.UF_RESET:
-                b.instruction(instr.name, Pipe.S, site=site)
+                b.instruction(instr.name, Pipe.S, site=site, cycles=self._cycles(instr, a))
             else:
                 self._data(instr, core, a, site)
+
+    def _cycles(self, instr: isa.Instruction, a: dict):
+        """Whole cycles of one issue on its pipe (at least one), from its declaration's price."""
+        if instr.cycles is None:
+            return 1
+        cycles = jnp.asarray(instr.cycles(self.costs, a, self.gm_dtypes), jnp.float32)
+        return jnp.maximum(jnp.ceil(cycles), 1).astype(jnp.int32)
 
     def _data(self, instr, core, a, site):
         reads, writes, l0c = [], [], None
@@ -118,7 +126,8 @@ class Recorder:
             extra.update(uf_mode=mode, uf_blocks=ranges, uf_choice=choice, uf_stride=stride)
             if "phase" in a and instr.kind is InstrKind.L0C_READ:
                 self._auto_wait(l0c, mode == 0, site)
-        self.builder.instruction(instr.name, instr.pipe, site=site, reads=reads, writes=writes, **extra)
+        cycles = self._cycles(instr, a)
+        self.builder.instruction(instr.name, instr.pipe, site=site, reads=reads, writes=writes, cycles=cycles, **extra)
         if "phase" in a and instr.kind is InstrKind.MMAD:
             self.auto[l0c.name] = extra["uf_mode"] == 0
 

@@ -141,8 +141,17 @@ def execute_block(
     return finish(program.state)
 
 
-def record_kernel(kernel, inputs: dict, outputs: dict, *, chip: str | Chip = "a2", params: dict | None = None):
-    """Record ``kernel(k, **params)`` on one block without computing data: the engine's ``Record`` of its issues.
+def record_kernel(
+    kernel,
+    inputs: dict,
+    outputs: dict,
+    *,
+    chip: str | Chip = "a2",
+    params: dict | None = None,
+    costs: Costs | None = None,
+):
+    """Record ``kernel(k, **params)`` on one block without computing data: the engine's ``Record`` of its issues,
+    each with its cycles from ``costs`` (default: the chip's table).
 
     The control plane (``ascjax.engine.run_control``) then checks the kernel's synchronisation.
     """
@@ -150,8 +159,8 @@ def record_kernel(kernel, inputs: dict, outputs: dict, *, chip: str | Chip = "a2
     spec = output_spec(outputs)
     inputs = gm_inputs(inputs)
     gm = initial_gm(inputs, spec)
-    state = State.create(chip, gm, tuple(name for name, _ in spec), Options(sanitize=False), default_costs(chip))
-    recorder = Recorder(chip, gm, set(inputs))
+    state = State.create(chip, gm, tuple(name for name, _ in spec), data_only=True)
+    recorder = Recorder(chip, gm, set(inputs), costs)
     _trace(kernel, Program(chip, state, recorder=recorder), params or {})
     return recorder.builder.build()
 

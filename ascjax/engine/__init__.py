@@ -1,4 +1,4 @@
-"""The engine layer: the instruction record and the control plane that runs over it.
+"""The engine layer: the instruction record, the control plane that runs over it, and the costs it is timed by.
 
 Imports only ``ascjax.core``. Everything here is internal to ascjax: front ends record into a
 ``RecordBuilder``; ``run_control`` executes the record's sync hardware and sanitizer.
@@ -9,6 +9,17 @@ from ._control import run_control as run_control
 from ._control import state_bytes as state_bytes
 from ._control import sweep_control as sweep_control
 from ._control import verdict as verdict
+from ._costs import Costs as Costs
+from ._costs import cube_class as cube_class
+from ._costs import default_costs as default_costs
+from ._costs import fix_class as fix_class
+from ._costs import fix_fractal_cycles as fix_fractal_cycles
+from ._costs import fixpipe_cycles as fixpipe_cycles
+from ._costs import l0c_to_ub_cycles as l0c_to_ub_cycles
+from ._costs import mmad_cycles as mmad_cycles
+from ._costs import sync_latency as sync_latency
+from ._costs import transfer_cycles as transfer_cycles
+from ._costs import vector_cycles as vector_cycles
 from ._log import FINDING_FIELDS as FINDING_FIELDS
 from ._machine import Machine as Machine
 from ._options import ControlOptions as ControlOptions

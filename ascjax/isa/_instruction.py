@@ -69,8 +69,11 @@ class Instruction:
     ``pipe``: the pipe it runs on, or None when an argument names it (sync); ``operands``;
     ``sync``: its effect on the sync hardware; ``bound``: leading arguments of ``data`` the
     declaration fixes (``"add"`` for ``binary``); ``sites``: the names its op sites and reports
-    use (default ``(name,)``); ``cost``: the ``Costs`` fields that price it; ``summary``: one
-    line of report and documentation wording.
+    use (default ``(name,)``); ``cost``: the ``Costs`` fields that price it; ``cycles``: what one
+    issue takes on its pipe, ``cycles(costs, arguments, gm_dtypes)`` of the ``Costs`` table, the
+    issue's arguments by parameter name and the GM tensors' dtypes (None: one cycle, a sync
+    instruction's: its latency is the edge's, ``SyncLatency``); ``summary``: one line of report
+    and documentation wording.
     """
 
     name: str
@@ -84,6 +87,7 @@ class Instruction:
     bound: tuple = ()
     sites: tuple[str, ...] = ()
     cost: tuple[str, ...] = ()
+    cycles: Callable | None = None
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -115,6 +119,18 @@ class Instruction:
     def effects(self, args: tuple, kwargs: dict) -> tuple[Access, ...]:
         """What one issue with these arguments reads and writes (its tiles and GM tensors)."""
         return self.effects_of(self.signature.bind_partial(*args, **kwargs).arguments)
+
+    def arguments(self, args: tuple, kwargs: dict) -> dict:
+        """The arguments of one issue by parameter name, defaults applied (a ``**kwargs`` parameter's spread out)."""
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        out = {}
+        for name, value in bound.arguments.items():
+            if self.signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                out.update(value)
+            else:
+                out[name] = value
+        return out
 
     def effects_of(self, bound: dict) -> tuple[Access, ...]:
         """``effects`` from the arguments bound to their parameter names."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import ops
 from ..core import Buffer, CoreKind, InstrKind, Pipe
+from ..engine import mmad_cycles
 from ._instruction import Instruction, Operand
 
 L0A, L0B, L0C, BT = Buffer.L0A, Buffer.L0B, Buffer.L0C, Buffer.BT
@@ -12,10 +13,23 @@ MMAD_COST = ("cube_macs_per_cycle", "mmad_head_cycles", "unit_flag_latency_cycle
 _MX = (Operand("scale_a", (Buffer.SCALE_LEFT,)), Operand("scale_b", (Buffer.SCALE_RIGHT,)))
 
 
+def _cycles(c, a, gm):
+    """The head and the compute of one mmad (the head is paid by every mmad here: the record has no notion yet of
+    mmads streaming back to back)."""
+    if "m" in a:  # mmad / mmad_mx: valid sizes (traced allowed)
+        lhs, rhs, (m, k, n) = a["a"], a["b"], (a["m"], a["k"], a["n"])
+    else:  # the PyPTO-Pro spellings: the tiles' sizes
+        lhs, rhs = a["lhs"], a["rhs"]
+        m, k, n = lhs.rows, lhs.cols, rhs.cols
+    mx = a.get("mx") is not None or "scale_a" in a
+    return c.mmad_head_cycles + mmad_cycles(c, lhs.dtype, rhs.c0, m, k, n, mx=mx)
+
+
 def _mmad(name, data, summary, operands, sites):
     return Instruction(
-        name, data, InstrKind.MMAD, CoreKind.CUBE, Pipe.M, summary, operands=operands, sites=sites, cost=MMAD_COST
-    )
+        name, data, InstrKind.MMAD, CoreKind.CUBE, Pipe.M, summary, operands=operands, sites=sites, cost=MMAD_COST,
+        cycles=_cycles,
+    )  # fmt: skip
 
 
 INSTRUCTIONS = (

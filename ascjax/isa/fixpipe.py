@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .. import ops
 from ..core import Buffer, CoreKind, InstrKind, Pipe
-from ..engine import Sync
+from ..engine import Sync, fixpipe_cycles, l0c_to_ub_cycles
+from ..ops.ub_move import AccToVecMode, split
 from ._instruction import Instruction, Operand
 
 GM, L0C, UB = Buffer.GM, Buffer.L0C, Buffer.UB
@@ -13,28 +14,47 @@ _TO_GM = (Operand("src", (L0C,)), Operand("dst", (GM,), write=True), Operand("qu
 _TO_UB = (Operand("src", (L0C,)), Operand("dst", (UB,), write=True))
 
 
-def _read(name, data, summary, operands, sites, cost):
+def _to_gm(c, a, gm):
+    src = a["src"]
+    m = src.rows - a.get("src_row", 0) if a.get("m") is None else a["m"]
+    n = src.cols - a.get("src_col", 0) if a.get("n") is None else a["n"]
+    return fixpipe_cycles(c, gm[a["dst"]].name, m, n)
+
+
+def _to_ub(c, a, gm):
+    src = a["src"]
+    m = src.rows if a.get("m") is None else a["m"]
+    n = src.cols if a.get("n") is None else a["n"]
+    parts = split(AccToVecMode(a["acc_to_vec_mode"]), m, n)
+    return l0c_to_ub_cycles(c, a["dst"].dtype, max(rows * cols for _, rows, _, cols in parts))
+
+
+def _read(name, data, summary, operands, sites, cost, cycles):
     return Instruction(
-        name, data, InstrKind.L0C_READ, CoreKind.CUBE, Pipe.FIX, summary, operands=operands, sites=sites, cost=cost
-    )
+        name, data, InstrKind.L0C_READ, CoreKind.CUBE, Pipe.FIX, summary, operands=operands, sites=sites, cost=cost,
+        cycles=cycles,
+    )  # fmt: skip
 
 
 def _config(name, data, summary, sync=Sync.NONE):
-    return Instruction(name, data, InstrKind.CONFIG, CoreKind.CUBE, Pipe.S, summary, sync=sync, cost=("scalar_cycles",))
+    return Instruction(
+        name, data, InstrKind.CONFIG, CoreKind.CUBE, Pipe.S, summary, sync=sync, cost=("scalar_cycles",),
+        cycles=lambda c, a, gm: c.scalar_cycles,
+    )  # fmt: skip
 
 
 GM_COST = (*FIX_COST, "gm_write_latency_cycles")
 INSTRUCTIONS = (
     (_read("fixpipe", ops.fixpipe, "L0C -> GM (Nz -> ND, cast, relu, quantise); the unit flag's reader side (STPhase)",
-           _TO_GM, ("fixpipe",), GM_COST), ()),
+           _TO_GM, ("fixpipe",), GM_COST, _to_gm), ()),
     (_read("copy_l0c2gm", ops.fixpipe, "asc_copy_l0c2gm: fixpipe under its Ascend C name", _TO_GM, ("fixpipe",),
-           GM_COST), ()),
+           GM_COST, _to_gm), ()),
     (_read("store", ops.store, "PyPTO-Pro store out of L0C: fixpipe with phase = STPhase",
-           (*_TO_GM[:2], Operand("scale", (GM,))), ("fixpipe",), GM_COST), ((L0C, GM),)),
+           (*_TO_GM[:2], Operand("scale", (GM,))), ("fixpipe",), GM_COST, _to_gm), ((L0C, GM),)),
     (_read("copy_l0c2ub", ops.copy_l0c2ub, "L0C -> UB of one or both AIVs (Nz -> ND, cast), on the cube's FIX pipe",
-           _TO_UB, ("move",), FIX_COST), ()),
+           _TO_UB, ("move",), FIX_COST, _to_ub), ()),
     (_read("move_to_vec", ops.move_to_vec, "PyPTO-Pro move out of L0C into UB with phase = STPhase", _TO_UB,
-           ("move",), FIX_COST), ((L0C, UB),)),
+           ("move",), FIX_COST, _to_ub), ((L0C, UB),)),
     (_config("set_l0c_copy_config", ops.set_l0c_copy_config,
              "fixpipe's config register; is_clean_unit_flag=True resets every unit flag to 0", Sync.UF_RESET), ()),
     (_config("set_mmad_direction", ops.set_mmad_direction, "the order the cube walks M and N (unit-flag reads)"), ()),

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .. import ops
-from ..core import Buffer, CoreKind, InstrKind, Pipe
+from ..core import Buffer, CoreKind, Format, InstrKind, Pipe
+from ..engine import transfer_cycles
 from ._instruction import Instruction, Operand
 
 GM, L1, L0A, L0B, BT, UB = Buffer.GM, Buffer.L1, Buffer.L0A, Buffer.L0B, Buffer.BT, Buffer.UB
@@ -11,10 +12,46 @@ SCALES = (Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT)
 MTE2_COST = ("mte2_bytes_per_cycle", "gm_read_latency_cycles")
 
 
-def _copy(name, data, pipe, core, src, dst, summary, *, cost, sites=(), src_param="src", dst_param="dst"):
+def _gm_to_l1(c, a, gm):
+    dst = a["dst"]
+    rows = dst.rows - a.get("dst_row", 0) if a.get("rows") is None else a["rows"]
+    cols = dst.cols - a.get("dst_col", 0) if a.get("cols") is None else a["cols"]
+    return transfer_cycles(rows * cols * dst.np_dtype.itemsize, c.mte2_bytes_per_cycle, c.gm_read_latency_cycles)
+
+
+def _gm_to_ub(c, a, gm):
+    return transfer_cycles(a["dst"].nbytes, c.mte2_bytes_per_cycle, c.gm_read_latency_cycles)
+
+
+def _ub_to_gm(c, a, gm):
+    src = a["src"]
+    rows = src.rows if a["rows"] is None else a["rows"]
+    cols = src.cols if a["cols"] is None else a["cols"]
+    nbytes = rows * cols * gm[a["dst"]].itemsize
+    return transfer_cycles(nbytes, c.mte3_bytes_per_cycle, c.gm_write_latency_cycles)
+
+
+def _ub_to_l1(c, a, gm):
+    src, dst = a["src"], a["dst"]
+    unit = dst.c0 if dst.fmt is Format.NZ else 1
+    span = min(-(-src.cols // unit) * unit, dst.padded[1] - a["col"])  # Nz pads each row to whole fractals
+    return transfer_cycles(src.rows * span * src.np_dtype.itemsize, c.ub_to_l1_bytes_per_cycle)
+
+
+def _on_chip(field):
+    """An MTE1 copy of its destination tile at the ``Costs`` rate ``field``."""
+    return lambda c, a, gm: transfer_cycles(a["dst"].nbytes, getattr(c, field))
+
+
+def _to_l0b(c, a, gm):
+    rate = c.l1_to_l0b_transposed_bytes_per_cycle if a["transpose"] else c.l1_to_l0b_bytes_per_cycle
+    return transfer_cycles(a["dst"].nbytes, rate)
+
+
+def _copy(name, data, pipe, core, src, dst, summary, *, cost, cycles, sites=(), src_param="src", dst_param="dst"):
     return Instruction(
         name, data, InstrKind.MOVE, core, pipe, summary,
-        operands=(Operand(src_param, src), Operand(dst_param, dst, write=True)), sites=sites, cost=cost,
+        operands=(Operand(src_param, src), Operand(dst_param, dst, write=True)), sites=sites, cost=cost, cycles=cycles,
     )  # fmt: skip
 
 
@@ -22,23 +59,24 @@ CUBE, VECTOR = CoreKind.CUBE, CoreKind.VECTOR
 #: (instruction, the pl paths (src, dst) it serves)
 INSTRUCTIONS = (
     (_copy("copy_gm2l1", ops.copy_gm2l1, Pipe.MTE2, CUBE, (GM,), (L1,), "a GM window into an L1 tile (ND, or ND -> Nz)",
-           cost=MTE2_COST, sites=("copy_gm2l1", "copy_gm2l1_nd2nz")), ((GM, L1),)),
+           cost=MTE2_COST, cycles=_gm_to_l1, sites=("copy_gm2l1", "copy_gm2l1_nd2nz")), ((GM, L1),)),
     (_copy("copy_gm2l1_nd2nz", ops.copy_gm2l1_nd2nz, Pipe.MTE2, CUBE, (GM,), (L1,),
-           "a GM window into an Nz L1 tile", cost=MTE2_COST), ()),
+           "a GM window into an Nz L1 tile", cost=MTE2_COST, cycles=_gm_to_l1), ()),
     (_copy("copy_l12l0a", ops.copy_l12l0a, Pipe.MTE1, CUBE, (L1,), (L0A,), "an L1 tile into L0A (the mmad's A)",
-           cost=("l1_to_l0a_bytes_per_cycle",)), ((L1, L0A),)),
+           cost=("l1_to_l0a_bytes_per_cycle",), cycles=_on_chip("l1_to_l0a_bytes_per_cycle")), ((L1, L0A),)),
     (_copy("copy_l12l0b", ops.copy_l12l0b, Pipe.MTE1, CUBE, (L1,), (L0B,), "an L1 tile into L0B (the mmad's B)",
-           cost=("l1_to_l0b_bytes_per_cycle", "l1_to_l0b_transposed_bytes_per_cycle")), ((L1, L0B),)),
+           cost=("l1_to_l0b_bytes_per_cycle", "l1_to_l0b_transposed_bytes_per_cycle"), cycles=_to_l0b), ((L1, L0B),)),
     (_copy("copy_l12bt", ops.copy_l12bt, Pipe.MTE1, CUBE, (L1,), (BT,), "an L1 row into the BiasTable",
-           cost=("l1_to_bt_bytes_per_cycle",)), ((L1, BT),)),
+           cost=("l1_to_bt_bytes_per_cycle",), cycles=_on_chip("l1_to_bt_bytes_per_cycle")), ((L1, BT),)),
     (_copy("copy_l12scale", ops.copy_l12scale, Pipe.MTE1, CUBE, (L1,), SCALES,
-           "MX scales from L1 into ScaleLeft / ScaleRight (950)", cost=("l1_to_scale_bytes_per_cycle",)), ((L1, SCALES[0]), (L1, SCALES[1]))),
+           "MX scales from L1 into ScaleLeft / ScaleRight (950)", cost=("l1_to_scale_bytes_per_cycle",),
+           cycles=_on_chip("l1_to_scale_bytes_per_cycle")), ((L1, SCALES[0]), (L1, SCALES[1]))),
     (_copy("copy_gm2ub", ops.copy_gm2ub, Pipe.MTE2, VECTOR, (GM,), (UB,), "a GM window into a UB tile",
-           cost=MTE2_COST), ((GM, UB),)),
+           cost=MTE2_COST, cycles=_gm_to_ub), ((GM, UB),)),
     (_copy("copy_ub2gm", ops.copy_ub2gm, Pipe.MTE3, VECTOR, (UB,), (GM,), "a UB tile into a GM window",
-           cost=("mte3_bytes_per_cycle", "gm_write_latency_cycles")), ((UB, GM),)),
+           cost=("mte3_bytes_per_cycle", "gm_write_latency_cycles"), cycles=_ub_to_gm), ((UB, GM),)),
     (_copy("insert", ops.copy_ub2l1, Pipe.MTE3, VECTOR, (UB,), (L1,), "TINSERT: a UB tile into an L1 tile, ND -> Nz",
-           cost=("ub_to_l1_bytes_per_cycle",)), ((UB, L1),)),
+           cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1), ((UB, L1),)),
     (_copy("copy_ub2l1", ops.copy_ub2l1, Pipe.MTE3, VECTOR, (UB,), (L1,), "a UB tile into an L1 tile, ND -> Nz",
-           cost=("ub_to_l1_bytes_per_cycle",), sites=("insert",)), ()),
+           cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1, sites=("insert",)), ()),
 )  # fmt: skip

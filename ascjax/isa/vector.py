@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from .. import ops
 from ..core import Buffer, CoreKind, InstrKind, Pipe
+from ..engine import vector_cycles
+from ..memory import Tile
 from ._instruction import Instruction, Operand
 
 UB = (Buffer.UB,)
@@ -12,11 +14,28 @@ FAST_COST = ("vector_bytes_per_cycle",)
 SLOW_COST = ("vector_transcendental_elements_per_cycle",)  # exp / ln / sqrt / div (ops.vector.TRANSCENDENTAL)
 
 
+#: the element size a V instruction without tile inputs (``fill``) is priced at
+FILL_ITEMSIZE = 4
+
+
+def _priced(ins: tuple, transcendental: bool):
+    """The cycles of a V instruction reading the tiles among ``ins``: its largest tile at its widest dtype."""
+
+    def cycles(c, a, gm):
+        tiles = [a["out"], *(a[p] for p in ins if isinstance(a[p], Tile))]
+        elements = max(t.rows * t.cols for t in tiles)
+        itemsize = max(t.np_dtype.itemsize for t in tiles) if len(tiles) > 1 else FILL_ITEMSIZE
+        return vector_cycles(c, elements, itemsize, transcendental)
+
+    return cycles
+
+
 def _vector(name, data, summary, ins, *, bound=(), sites=()):
-    cost = SLOW_COST if bound and bound[0] in ops.vector.TRANSCENDENTAL else FAST_COST
+    transcendental = bool(bound) and bound[0] in ops.vector.TRANSCENDENTAL
     return Instruction(
         name, data, InstrKind.VECTOR, CoreKind.VECTOR, Pipe.V, summary,
-        operands=(OUT, *(Operand(p, UB) for p in ins)), bound=bound, sites=sites, cost=cost,
+        operands=(OUT, *(Operand(p, UB) for p in ins)), bound=bound, sites=sites,
+        cost=SLOW_COST if transcendental else FAST_COST, cycles=_priced(ins, transcendental),
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from .. import dtypes, granules, hazards, sites, timing
 from ..chip import CHIPS
 from ..core import AIC, SMALL_TILE, Buffer, Format, Pipe, Verdict
+from ..engine import mmad_cycles
 from ..formats import mx as mx_format
 from ..formats import values
 from ..layout import from_fractal, to_fractal
@@ -264,10 +265,8 @@ def _clock_mmad(
     enabled = mode != 0
     waited = jnp.max(jnp.where(mask, t.uf_t, 0.0)) + costs.unit_flag_latency_cycles
     ready = jnp.where(enabled, waited, 0.0)
-    k0 = dtypes.k0(a.dtype)
     rate = costs.cube_macs_per_cycle[timing.cube_class(a.dtype, mx)]
-    k_pad = (jnp.asarray(k) + k0 - 1) // k0 * k0
-    cube = (m_pad * n_pad * k_pad).astype(jnp.float32) / rate
+    cube = mmad_cycles(costs, a.dtype, dtypes.k0(a.dtype), m, k, n, mx=mx)
     prev = t.pipe_t[hazards.gpipe(AIC, Pipe.M)]
     head = jnp.where(jnp.maximum(prev, ready) == t.mmad_end, 0.0, costs.mmad_head_cycles)  # pipelined behind the last
     state, start, end = clock_op(state, Pipe.M, op, execute, head + cube, ready, timing.REASON_UNIT_FLAG)

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import hazards, sites, timing
 from ..core import AIC, Buffer, Format, Pipe, Verdict
+from ..engine import fix_fractal_cycles
 from ..formats import quant
 from ..layout import from_fractal, to_fractal
 from ..state import WARN_DIRECTION, State, WaitKind
@@ -277,7 +278,7 @@ def _clock_fixpipe(state: State, src, op: int, execute, mode, nz2nd, row0, m, co
     else:
         ids = blocks
     present, ready, ids = present.reshape(-1), ready.reshape(-1), ids.reshape(-1, 2)
-    per_fractal = 256.0 / costs.fix_elements_per_cycle[timing.fix_class(out_dtype)]
+    per_fractal = fix_fractal_cycles(costs, out_dtype)
     prev = state.time.pipe_t[hazards.gpipe(AIC, Pipe.FIX)]
     first_ready = jnp.max(jnp.where(jnp.arange(present.shape[0]) == jnp.argmax(present), ready, -jnp.inf))
     start = jnp.maximum(prev, first_ready)

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from .. import sites
 from ..core import Buffer, Format, Pipe, Verdict
+from ..engine import transfer_cycles
 from ..layout import from_fractal, pad_to, to_fractal
 from ..memory import Tile
 from ..state import State
@@ -101,7 +102,7 @@ def copy_gm2l1(
     window = pad_to(window, rows, span_c)
     nd = jax.lax.dynamic_update_slice(nd, window.astype(nd.dtype), (dst_row, dst_col))
     nbytes = rows * cols * g.dtype.itemsize
-    cost = state.costs.gm_read_latency_cycles + nbytes / state.costs.mte2_bytes_per_cycle
+    cost = transfer_cycles(nbytes, state.costs.mte2_bytes_per_cycle, state.costs.gm_read_latency_cycles)
     state, _, _ = clock_op(state, Pipe.MTE2, op, execute, cost)
     return write_tile(state, dst, to_fractal(nd, dst.fmt, dst.c0), execute, racy)
 

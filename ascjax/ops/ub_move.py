@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from .. import sites, timing
 from ..core import Buffer, Format, Pipe
+from ..engine import l0c_to_ub_cycles, transfer_cycles
 from ..layout import from_fractal, pad_to, to_fractal
 from ..memory import Tile
 from ..state import WARN_DIRECTION, State
@@ -88,7 +89,7 @@ def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, sub: int) -> 
     window = poison(window, racy, state.options)
     state = state.with_tile(dst, jnp.where(execute, window, state.tile(dst, sub)), sub)
     c = state.costs
-    cost = c.gm_read_latency_cycles + dst.nbytes / c.mte2_bytes_per_cycle
+    cost = transfer_cycles(dst.nbytes, c.mte2_bytes_per_cycle, c.gm_read_latency_cycles)
     state, _, _ = clock_op(state, Pipe.MTE2, op, execute, cost, core=core)
     return state
 
@@ -132,7 +133,7 @@ def copy_ub2gm(
     # a launch: remember the window for the merge of the blocks' GM
     state = state.mark_gm(dst, jnp.broadcast_to(jnp.asarray(execute), (rows, cols)), atomic, start=start)
     c = state.costs
-    cost = c.gm_write_latency_cycles + rows * cols * g.dtype.itemsize / c.mte3_bytes_per_cycle
+    cost = transfer_cycles(rows * cols * g.dtype.itemsize, c.mte3_bytes_per_cycle, c.gm_write_latency_cycles)
     state, _, _ = clock_op(state, Pipe.MTE3, op, execute, cost, core=core)
     return state
 
@@ -224,11 +225,12 @@ def copy_l0c2ub(
         state = state.with_tile(dst, jnp.where(execute, old.at[:rows, :cols].set(part), old), sub)
     if state.data_only:
         return state
-    rate = state.costs.fix_elements_per_cycle[0 if dst.dtype == "float32" else 1]
     busiest = max(rows * cols for _, rows, _, cols in parts)  # dual mode feeds both AIVs at once
     flipped = jnp.max(jnp.where(mask, state.time.uf_t, 0.0)) + state.costs.unit_flag_latency_cycles
     ready = jnp.where(uf_mode != 0, flipped, 0.0)
-    state, _, end = clock_op(state, Pipe.FIX, op, execute, busiest / rate, ready, timing.REASON_UNIT_FLAG)
+    state, _, end = clock_op(
+        state, Pipe.FIX, op, execute, l0c_to_ub_cycles(state.costs, dst.dtype, busiest), ready, timing.REASON_UNIT_FLAG
+    )
     update = execute & (uf_mode == 3)
     uf_t = jnp.where(update & mask, end, state.time.uf_t)
     return eqx.tree_at(lambda s: s.time.uf_t, state, uf_t)

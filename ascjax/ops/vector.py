@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from .. import dtypes, sites
 from ..core import Buffer, Pipe
+from ..engine import vector_cycles
 from ..formats.saturate import order_key
 from ..memory import Tile
 from ..state import State
@@ -78,12 +79,7 @@ def _vec_op(state: State, name: str, detail: str, sub: int, out: Tile, ins, comp
     c = state.costs
     elements = max(out.rows * out.cols, *(t.rows * t.cols for t in ins)) if ins else out.rows * out.cols
     itemsize = max(dtypes.bits(out.dtype), *(dtypes.bits(t.dtype) for t in ins)) // 8 if ins else 4
-    cost = (
-        elements / c.vector_transcendental_elements_per_cycle
-        if transcendental
-        else elements * itemsize / c.vector_bytes_per_cycle
-    )
-    state, _, _ = clock_op(state, Pipe.V, op, active, jnp.maximum(cost, 1.0), core=core)
+    state, _, _ = clock_op(state, Pipe.V, op, active, vector_cycles(c, elements, itemsize, transcendental), core=core)
     return state
 
 

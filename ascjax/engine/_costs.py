@@ -1,0 +1,186 @@
+"""The timing model's inputs: the per-chip cost table, and the cycles one instruction takes on its pipe.
+
+Every ``Costs`` field is an array, so a sweep may vary it and ``jax.grad`` differentiate with
+respect to it. The cycle functions are the single place an instruction's price is written: the
+record takes each issue's cycles from them, and so does version 1's timing model.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._options import SyncLatency
+
+# cube rate classes (Costs.cube_macs_per_cycle is indexed by these)
+CUBE_F16, CUBE_INT8, CUBE_F32, CUBE_FP8, CUBE_INT4, CUBE_MX_FP8, CUBE_MX_FP4 = 0, 1, 2, 3, 4, 5, 6
+_CUBE_CLASS = {
+    "float16": CUBE_F16,
+    "bfloat16": CUBE_F16,
+    "int8": CUBE_INT8,
+    "float32": CUBE_F32,
+    "float8_e4m3fn": CUBE_FP8,
+    "float8_e5m2": CUBE_FP8,
+    "hifloat8": CUBE_FP8,
+    "int4": CUBE_INT4,
+}
+_MX_CUBE_CLASS = {
+    "float8_e4m3fn": CUBE_MX_FP8,
+    "float8_e5m2": CUBE_MX_FP8,
+    "float4_e2m1fn": CUBE_MX_FP4,
+    "float4_e1m2": CUBE_MX_FP4,
+}
+# fixpipe output classes (Costs.fix_elements_per_cycle)
+FIX_F32, FIX_F16, FIX_INT32, FIX_B8 = 0, 1, 2, 3
+_FIX_CLASS = {
+    "float32": FIX_F32,
+    "float16": FIX_F16,
+    "bfloat16": FIX_F16,
+    "int32": FIX_INT32,
+    "int8": FIX_B8,
+    "uint8": FIX_B8,  # also HiFloat8 codes
+    "float8_e4m3fn": FIX_B8,
+    "hifloat8": FIX_B8,
+}
+
+
+def cube_class(dtype: str, mx: bool = False) -> int:
+    """Rate class of an mmad whose A operand is ``dtype`` (``mx``: an MmadMx with E8M0 scales)."""
+    return (_MX_CUBE_CLASS if mx else _CUBE_CLASS)[dtype]
+
+
+def fix_class(dtype: str) -> int:
+    return _FIX_CLASS[dtype]
+
+
+class Costs(eqx.Module):
+    """Per-chip cost table. Every field is an array (sweepable); sources are in ``default_costs``."""
+
+    cube_macs_per_cycle: Float[Array, " 7"]  # f16/bf16, int8, f32, fp8/hif8, int4, MX fp8, MX fp4
+    mmad_head_cycles: Float[Array, ""]
+    mte2_bytes_per_cycle: Float[Array, ""]
+    gm_read_latency_cycles: Float[Array, ""]
+    l1_to_l0a_bytes_per_cycle: Float[Array, ""]
+    l1_to_l0b_bytes_per_cycle: Float[Array, ""]
+    l1_to_l0b_transposed_bytes_per_cycle: Float[Array, ""]
+    l1_to_bt_bytes_per_cycle: Float[Array, ""]
+    l1_to_scale_bytes_per_cycle: Float[Array, ""]  # L1 -> ScaleLeft / ScaleRight (MX scales)
+    fix_elements_per_cycle: Float[Array, " 4"]  # output f32, f16/bf16, int32, 8-bit (int8/uint8/fp8/hif8)
+    mte3_bytes_per_cycle: Float[Array, ""]  # UB -> GM (vector cores)
+    ub_to_l1_bytes_per_cycle: Float[Array, ""]  # UB -> L1 insert (MTE3)
+    vector_bytes_per_cycle: Float[Array, ""]  # add / mul / max class (vector cores)
+    vector_transcendental_elements_per_cycle: Float[Array, ""]  # exp / ln / sqrt / div class
+    gm_write_latency_cycles: Float[Array, ""]
+    flag_latency_cycles: Float[Array, ""]
+    cross_core_latency_cycles: Float[Array, ""]
+    unit_flag_latency_cycles: Float[Array, ""]
+    scalar_cycles: Float[Array, ""]
+
+    def replace(self, **changes) -> Costs:
+        """A copy with some costs changed (values become float32 arrays)."""
+        return eqx.tree_at(
+            lambda c: [getattr(c, k) for k in changes], self, [jnp.asarray(v, jnp.float32) for v in changes.values()]
+        )
+
+
+def default_costs(chip) -> Costs:
+    """The cost table of a chip; each number's source is given beside it (facts = ascend-facts.md)."""
+    f = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    arch_3510 = chip.arch == "3510"
+    return Costs(
+        # facts §7 "Cube per cycle": f16/bf16 16x16x16, int8 16x16x32; f32 16x16x4 (2201) / 16x16x1 (3510);
+        # fp8/hif8 16x16x32 (3510); int4 16x16x64 (2201); MX fp8 16x16x32 and MX fp4 16x16x64 (3510). A class
+        # the chip lacks is never read (its dtype check fails first); it carries the other chip's figure
+        cube_macs_per_cycle=f([4096, 8192, 256 if arch_3510 else 1024, 8192, 16384, 8192, 16384]),
+        # facts §7: 4156 = 4096 + 60 in the published unit-flag measurement (a head paid once per run of mmads)
+        mmad_head_cycles=f(60),
+        # facts §7 platform ini ddr_rate: 32 B/cycle (910B), 31 (950PR)
+        mte2_bytes_per_cycle=f(31 if arch_3510 else 32),
+        # facts §7 PyPTO cost model: GM read 1400 cycles, write 300
+        gm_read_latency_cycles=f(1400),
+        # facts §7 MTE1: L1->L0A 256 B/cycle; L1->L0B 128 (2201) / 256 (3510); transposed 128; L1->BT 32
+        l1_to_l0a_bytes_per_cycle=f(256),
+        l1_to_l0b_bytes_per_cycle=f(256 if arch_3510 else 128),
+        l1_to_l0b_transposed_bytes_per_cycle=f(128),
+        l1_to_bt_bytes_per_cycle=f(32),
+        l1_to_scale_bytes_per_cycle=f(32),  # facts §7 MTE1: MX scales 32 B/cycle (3510)
+        # facts §7 Fixpipe: f32 no-quant 32 el/cycle and f16/bf16 64 el/cycle (3510); 2201 f32->f16 64 el/cycle,
+        # f32 and int32 without quantisation: estimate, the 3510 figure (32 el/cycle); 8-bit outputs 64 el/cycle
+        # (3510 fp8/hif8/int8, 2201 f32->int8)
+        fix_elements_per_cycle=f([32, 64, 32, 64]),
+        mte3_bytes_per_cycle=f(64),  # facts §7 A2 platform ini ub->ddr 64 B/cycle (950: same, estimate)
+        ub_to_l1_bytes_per_cycle=f(128),  # facts §7: A2 platform ini ub->l1 128; 3510 UB->L1 128
+        vector_bytes_per_cycle=f(256),  # facts §7 Vector: 256 B/cycle (A2/A3), 256 B per beat (950)
+        vector_transcendental_elements_per_cycle=f(32),  # facts §7: Exp/Ln/Sqrt/Div 32 el/cycle (A2/A3)
+        gm_write_latency_cycles=f(300),  # facts §7 PyPTO cost model
+        # fitted to the published unit-flag measurement (facts §1): 4225 - 4156 cycles without the unit flag
+        # (M -> FIX software sync) and 4209 - 4156 with it; see docs/timing.md
+        flag_latency_cycles=f(69),
+        # estimate: no published figure for a cross-core event; the intra-core flag latency above
+        cross_core_latency_cycles=f(69),
+        unit_flag_latency_cycles=f(53),
+        scalar_cycles=f(1),  # estimate: one scalar instruction
+    )
+
+
+#: Rows (and columns) of one cube fractal, and the elements the fixpipe drains as one unit.
+FRACTAL_ROWS = 16
+FRACTAL_ELEMENTS = FRACTAL_ROWS * FRACTAL_ROWS
+
+
+def _ceil_to(x, unit: int):
+    return (jnp.asarray(x) + unit - 1) // unit * unit
+
+
+def transfer_cycles(nbytes, bytes_per_cycle, latency_cycles=0.0):
+    """A copy of ``nbytes`` at ``bytes_per_cycle``, after ``latency_cycles`` (the GM latency of an MTE2 / MTE3
+    transfer, none on chip)."""
+    return latency_cycles + nbytes / bytes_per_cycle
+
+
+def mmad_cycles(costs: Costs, a_dtype: str, k0: int, m, k, n, *, mx: bool = False):
+    """The cube's compute for an ``m x k x n`` mmad: its sizes padded to whole fractals (16, ``k0``, 16) at the MAC
+    rate of ``a_dtype`` (an MmadMx: of its MX class). Excludes the head (``Costs.mmad_head_cycles``)."""
+    macs = _ceil_to(m, FRACTAL_ROWS) * _ceil_to(n, FRACTAL_ROWS) * _ceil_to(k, k0)
+    return macs.astype(jnp.float32) / costs.cube_macs_per_cycle[cube_class(a_dtype, mx)]
+
+
+def fix_fractal_cycles(costs: Costs, out_dtype: str):
+    """The FIX pipe's time for one 16 x 16 fractal of L0C converted to ``out_dtype``."""
+    return FRACTAL_ELEMENTS / costs.fix_elements_per_cycle[fix_class(out_dtype)]
+
+
+def fixpipe_cycles(costs: Costs, out_dtype: str, m, n):
+    """A fixpipe of an ``m x n`` region of L0C to GM: its fractals drained one after another, then the GM write
+    latency (without waiting for any unit flag: what the drain costs on its own)."""
+    fractals = _ceil_to(m, FRACTAL_ROWS) * _ceil_to(n, FRACTAL_ROWS) // FRACTAL_ELEMENTS
+    return fractals * fix_fractal_cycles(costs, out_dtype) + costs.gm_write_latency_cycles
+
+
+def l0c_to_ub_cycles(costs: Costs, out_dtype: str, elements):
+    """A move of ``elements`` out of L0C into UB (the larger part when it feeds both AIVs at once)."""
+    return elements / costs.fix_elements_per_cycle[FIX_F32 if out_dtype == "float32" else FIX_F16]
+
+
+def vector_cycles(costs: Costs, elements: int, itemsize: int, transcendental: bool):
+    """A V instruction over ``elements`` of ``itemsize`` bytes: bytes at the vector width, or elements at the
+    exp / ln / sqrt / div rate; at least one cycle."""
+    if transcendental:
+        cycles = elements / costs.vector_transcendental_elements_per_cycle
+    else:
+        cycles = elements * itemsize / costs.vector_bytes_per_cycle
+    return jnp.maximum(cycles, 1.0)
+
+
+def sync_latency(costs: Costs) -> SyncLatency:
+    """The control plane's latency of each sync edge kind, in whole cycles, from the cost table."""
+
+    def whole(x):
+        return jnp.ceil(jnp.asarray(x, jnp.float32)).astype(jnp.int32)
+
+    return SyncLatency(
+        flag_cycles=whole(costs.flag_latency_cycles),
+        unit_flag_cycles=whole(costs.unit_flag_latency_cycles),
+        cross_core_cycles=whole(costs.cross_core_latency_cycles),
+    )
