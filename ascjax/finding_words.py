@@ -180,6 +180,13 @@ class _Words:
             return f"DOUBLE_SET: {here} sets {self.flag(a)} while it is still set (by {there}): one signal is lost"
         if kind is Finding.MERGED_SIGNAL:
             return f"MERGED_SIGNAL: {here} sets cross-core event {a} while it still holds {there}'s signal: one is lost"
+        if kind is Finding.UNORDERED_SET:
+            return (
+                f"UNORDERED_SET: {here} sets cross-core event {a} again, but {there}, which took its previous signal, "
+                "is not ordered before it: on other timings the set finds that signal still pending and one is lost "
+                "(an event id serving two channels). Fix: give each channel its own event_id, or wait for the "
+                "consumer's acknowledgement before setting the event again"
+            )
         if kind is Finding.OVERFLOW:
             return f"OVERFLOW: {here} is the 16th pending signal of cross-core event {a}"
         if a == 1:

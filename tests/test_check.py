@@ -77,3 +77,34 @@ def test_the_command_line_prints_the_findings(capsys):
     assert main(["check", str(KERNELS / "unit_flag.py") + "::no_such_case"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no_such_case" in err
+
+
+def _two_signals(acknowledged: bool):
+    """The cube signals event 0 twice; each AIV takes both. With ``acknowledged`` each AIV answers the first on
+    event 1 and the cube waits for both answers before it sets event 0 again."""
+
+    def kernel(k):
+        for sub in (0, 1):
+            with k.vector(sub):
+                k.wait_cross_core("MTE2", 0)
+                if acknowledged:
+                    k.set_cross_core("MTE2", 1)
+                k.wait_cross_core("MTE2", 0)
+        with k.cube():
+            k.set_cross_core("FIX", 0)
+            if acknowledged:
+                k.wait_cross_core("FIX", 1)
+            k.set_cross_core("FIX", 0)
+
+    instant = aj.default_costs(aj.get_chip("a2")).replace(cross_core_latency_cycles=0)  # the AIVs take it at once
+    return aj.check(kernel, {}, {}, costs=instant)
+
+
+def test_a_set_not_ordered_after_the_wait_of_the_signal_before_it_is_found_whatever_the_timing():
+    """The AIVs take the first signal before the second set here, so no signal is lost on these timings; but
+    nothing orders their wait before that set, so on others it is (semantics §8, bit chips)."""
+    found = _two_signals(acknowledged=False)
+    assert found.verdict is aj.Verdict.SYNC_ERROR
+    assert [f.kind for f in found.findings] == [Finding.UNORDERED_SET]
+    assert "set_cross_core at tests/test_check.py:" in str(found) and "which took its previous signal" in str(found)
+    assert _two_signals(acknowledged=True).verdict is aj.Verdict.OK

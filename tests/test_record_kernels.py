@@ -3,7 +3,7 @@
 
 The cases where semantics §8 gives another verdict than version 1's issue-order engine are listed with the
 reason; so are the cases refused while they are traced (the dry run computes no data, so it runs no data
-checks) and the ones whose verdict depends on costs the dry run does not have yet.
+checks).
 """
 
 from __future__ import annotations
@@ -26,10 +26,6 @@ SECTION_8 = {
 }
 #: refused while tracing: the refusal is the case's verdict, and it comes from the data functions
 REFUSED = REFUSED_WHILE_TRACING
-#: one event id for two channels: with the timing model's costs the AIVs take the first signal long before the
-#: second set, so no signal is lost on these timings; the seed's rule (a set not ordered after the wait of the
-#: signal before it may merge with it) is independent of timing, and the control plane does not check it yet
-NEEDS_SIGNAL_ORDER = {("kda.py", "kda_shared_id"), ("kda.py", "kda_sections_shared_id")}
 #: a few cases of different kinds in the default suite; the rest are marked slow
 QUICK = {("unit_flag.py", "size_mismatch"), ("flash_attention.py", "f16_s187_d64")}
 
@@ -41,8 +37,6 @@ def _cases():
             if key in REFUSED:
                 continue
             marks = [] if key in QUICK else [pytest.mark.slow]
-            if key in NEEDS_SIGNAL_ORDER:
-                marks.append(pytest.mark.xfail(reason="needs the timing-independent signal-order rule", strict=True))
             yield pytest.param(*key, marks=marks, id=f"{path.stem}-{name}")
 
 

@@ -18,9 +18,12 @@ class Finding(enum.IntEnum):
     OVERFLOW = 3  # counter chip: the 16th pending signal on one cross-core counter
     DOUBLE_SET = 4  # set_flag on an intra-core bit that is already 1: the second signal is lost
     MERGED_SIGNAL = 5  # bit chip: a cross-core set on a counter already at 1: the signal is lost
-    UNINITIALIZED = 6  # a read of bytes no input covers and no happens-before write wrote
-    SYNC_ERROR = 7  # a set and its wait disagree on the cross-core sync mode; an event id out of range
-    BOUNDS = 8  # a dynamic index (slot, size) outside its static range
+    # bit chip: a cross-core set not ordered after the wait that took the counter's previous signal: on other
+    # timings it finds that signal still pending, and one is lost (an event id serving two channels)
+    UNORDERED_SET = 6
+    UNINITIALIZED = 7  # a read of bytes no input covers and no happens-before write wrote
+    SYNC_ERROR = 8  # a set and its wait disagree on the cross-core sync mode; an event id out of range
+    BOUNDS = 9  # a dynamic index (slot, size) outside its static range
 
     @property
     def label(self) -> str:
@@ -29,7 +32,8 @@ class Finding(enum.IntEnum):
     @property
     def verdict(self) -> str:
         """The name of the run verdict this finding gives (a lost signal is a sync error)."""
-        return "SYNC_ERROR" if self in (Finding.OVERFLOW, Finding.DOUBLE_SET, Finding.MERGED_SIGNAL) else self.name
+        lost = (Finding.OVERFLOW, Finding.DOUBLE_SET, Finding.MERGED_SIGNAL, Finding.UNORDERED_SET)
+        return "SYNC_ERROR" if self in lost else self.name
 
 
 #: Race hazard labels, in program order within a core and in as-soon-as-possible order across cores.

@@ -59,6 +59,10 @@ class Machine(eqx.Module):
     ring_t: Int[Array, "C E D"]
     ring_inst: Int[Array, "C E D"]
     ring_mode: Int[Array, "C E D"]
+    # the wait that last took a signal per (channel, id): its queue, its own clock component, its instance
+    take_q: Int[Array, "C E"]
+    take_epoch: Int[Array, "C E"]
+    take_inst: Int[Array, "C E"]
     # the INTER_SUBBLOCK barrier's halves per id and AIV
     half: Bool[Array, "E 2"]
     half_clock: Int[Array, "E 2 Q"]
@@ -162,7 +166,7 @@ def init_machine(st: Static) -> Machine:
         now=zi(), pos=zi(q), busy=jnp.zeros(q, bool), busy_end=zi(q), free_t=zi(q), fence_pos=zi(3), vc=zi(q, q),
         flag=jnp.zeros(f, bool), flag_t=zi(f), flag_clock=zi(f, q), flag_inst=neg(f),
         count=zi(c, e), ring_head=zi(c, e), ring_clock=zi(c, e, d, q), ring_t=zi(c, e, d), ring_inst=neg(c, e, d),
-        ring_mode=neg(c, e, d),
+        ring_mode=neg(c, e, d), take_q=neg(c, e), take_epoch=zi(c, e), take_inst=neg(c, e),
         half=jnp.zeros((e, 2), bool), half_clock=zi(e, 2, q), half_inst=neg(e, 2),
         uf=jnp.zeros(u, bool), uf_t=zi(u), uf_clock=zi(u, q), uf_inst=neg(u),
         stuck=jnp.asarray(False), done=jnp.asarray(False),
@@ -307,6 +311,10 @@ def _cross_set(m: Machine, st: Static, row, h, on, clock, eid, found):
         full = m.count[cc, e] >= st.depth
         last = m.ring_inst[cc, e, (m.ring_head[cc, e] + m.count[cc, e] - 1) % st.depth]
         found.append((active & full, kind, last, eid, 0))
+        if st.depth == 1:  # bit chip: the wait that took the previous signal must happen before this set
+            taker = m.take_q[cc, e]
+            unordered = (taker >= 0) & (signal_clock[jnp.clip(taker, 0)] < m.take_epoch[cc, e])
+            found.append((active & ~full & unordered, Finding.UNORDERED_SET, m.take_inst[cc, e], eid, 0))
         go = active & ~full
         at = (m.ring_head[cc, e] + m.count[cc, e]) % st.depth
         m = dataclasses.replace(
@@ -320,7 +328,7 @@ def _cross_set(m: Machine, st: Static, row, h, on, clock, eid, found):
     return m
 
 
-def _start(m: Machine, st: Static, row, q, start_t):
+def _start(m: Machine, st: Static, row, q, h, start_t):
     """Queue ``q``'s head (table row ``row``) starts: it consumes what it waited for and acquires its clock."""
     sync, ok = row[Col.SYNC], row[Col.ID_OK] > 0
     vc = hot.add(m.vc, (q, q), 1)
@@ -333,7 +341,7 @@ def _start(m: Machine, st: Static, row, q, start_t):
     m = dataclasses.replace(m, flag=hot.put(m.flag, (slot,), False, is_wait))
 
     # wait_cross_core: one signal from each own channel (FIFO), or a mismatched one from elsewhere
-    m, acquired, found = _cross_wait(m, st, row, ok & (sync == Sync.CROSS_WAIT), acquired)
+    m, acquired, found = _cross_wait(m, st, row, ok & (sync == Sync.CROSS_WAIT), acquired, q, vc[q, q], h)
 
     # unit flag: acquire the clock of the flag writes it waited on
     mask = _uf_mask(st, row)
@@ -355,7 +363,7 @@ def _start(m: Machine, st: Static, row, q, start_t):
     return m, _finding(found)
 
 
-def _cross_wait(m: Machine, st: Static, row, on, acquired):
+def _cross_wait(m: Machine, st: Static, row, on, acquired, q, epoch, h):
     e, eid = row[Col.COUNTER], row[Col.EVENT_ID]
     chans = row[Col.CH0 : Col.CH1 + 1]
     cc = jnp.clip(chans, 0)
@@ -366,9 +374,16 @@ def _cross_wait(m: Machine, st: Static, row, on, acquired):
     takes = [(chans[0], on & own_ok & (chans[0] >= 0)), (chans[1], on & own_ok & (chans[1] >= 0))]
     takes.append((alt[jnp.argmax(alt_has)], mismatch_via_alt))
     found = []
-    for c, active in takes:
+    for j, (c, active) in enumerate(takes):
         cc = jnp.clip(c, 0)
         head = m.ring_head[cc, e]
+        if j < 2:  # a take from its own channel: the next set there must be ordered after this wait
+            m = dataclasses.replace(
+                m,
+                take_q=hot.put(m.take_q, (cc, e), q, active),
+                take_epoch=hot.put(m.take_epoch, (cc, e), epoch, active),
+                take_inst=hot.put(m.take_inst, (cc, e), h, active),
+            )
         acquired = jnp.where(active, jnp.maximum(acquired, m.ring_clock[cc, e, head]), acquired)
         mode_differs = m.ring_mode[cc, e, head] != row[Col.MODE]
         found.append((active & mode_differs, Finding.SYNC_ERROR, m.ring_inst[cc, e, head], 1, eid))
@@ -400,7 +415,7 @@ def _step(st: Static, pl: Plan, lat: SyncLatency, m: Machine):
 
     branch = jnp.where(idle, 2, jnp.where(any_end, 0, 1))
     m, found = jax.lax.switch(
-        branch, (lambda m: _complete(m, st, row, q, h), lambda m: _start(m, st, row, q, t_next), stop), m
+        branch, (lambda m: _complete(m, st, row, q, h), lambda m: _start(m, st, row, q, h, t_next), stop), m
     )
     m = dataclasses.replace(m, done=m.stuck | jnp.all(m.pos >= pl.qlen))
     kind = jnp.where(idle, IDLE, jnp.where(any_end, END, START))

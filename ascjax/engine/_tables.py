@@ -248,7 +248,8 @@ def _uninit(t: Template, acc: dict):
 def _sync_rows(t: Template, options: ControlOptions):
     """Per finding a sync effect can raise: (instance, kind, raised at completion)."""
     kinds = {Sync.SET_FLAG: [Finding.DOUBLE_SET], Sync.CROSS_WAIT: [Finding.SYNC_ERROR]}
-    kinds[Sync.CROSS_SET] = [Finding.MERGED_SIGNAL] + ([Finding.OVERFLOW] if options.counter_chip else [])
+    lost = Finding.OVERFLOW if options.counter_chip else Finding.UNORDERED_SET  # a counter chip queues signals
+    kinds[Sync.CROSS_SET] = [Finding.MERGED_SIGNAL, lost]
     rows = [(i, kind, sync != Sync.CROSS_WAIT) for i, sync in enumerate(t.sync) for kind in kinds.get(sync, [])]
     inst, kind, at_end = zip(*rows) if rows else ((), (), ())
     return np.asarray(inst, np.int32), np.asarray(kind, np.int32), np.asarray(at_end, bool)
