@@ -17,6 +17,7 @@ wait run after it, as on A2/A3, where such a wait stops its core.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import jax
@@ -25,6 +26,7 @@ import numpy as np
 
 from . import indexed, sections
 from .engine import ControlResult, Record, Sync
+from .ops._machine import RACY_READ
 
 #: Key of a wait that never ran: its segment and the rest of its section never run.
 NEVER = float(np.inf)
@@ -131,3 +133,49 @@ def _segment(program, plan, region: int, segment: int):
         return program._run_gated(gate, plan, state)
 
     return run
+
+
+class Poison:
+    """``poison_races`` on the data plane: which issues read racy data, from the control plane's run.
+
+    The control plane flags the instances that read bytes a write they are not ordered with wrote
+    (``ControlResult.racy``). An issue finds its instance by its tag (which section it is in and its
+    place in that section's trace, the same in the record and in every trace of the data plane) and
+    the indices of its loops; while its data function runs, its reads are racy where that instance's
+    are, and the value it writes is NaN (integers: INT_MIN).
+    """
+
+    def __init__(self, record: Record, racy):
+        t = record.template
+        self.racy = racy
+        self.entry_of = {tag: e for e, tag in enumerate(t.tags) if tag is not None}
+        self._instances = {}
+        for e in set(self.entry_of.values()):
+            inst = np.flatnonzero(t.entry == e)
+            iters = t.iteration[inst]
+            depth = int(np.sum(iters[0] >= 0)) if inst.size else 0
+            shape = tuple(int(x) + 1 for x in iters[:, :depth].max(axis=0)) if depth else ()
+            table = np.zeros(shape, np.int32)
+            if depth:
+                table[tuple(iters[:, :depth].T)] = inst
+            else:
+                table[()] = inst[0]
+            self._instances[e] = table
+
+    def racy_read(self, tag, loop_index):
+        """Whether the issue ``tag`` at loop indices ``loop_index`` (outermost first) reads racy data."""
+        entry = self.entry_of.get(tag)
+        if entry is None:
+            return jnp.asarray(False)
+        table = self._instances[entry]
+        index = tuple(jnp.asarray(i, jnp.int32) for i in loop_index[len(loop_index) - table.ndim :])
+        return self.racy[jnp.asarray(table)[index] if index else int(table)]
+
+    @contextlib.contextmanager
+    def reading(self, tag, loop_index):
+        """Run an issue's data function with its reads racy as the control plane found them."""
+        token = RACY_READ.set(self.racy_read(tag, loop_index))
+        try:
+            yield
+        finally:
+            RACY_READ.reset(token)

@@ -73,7 +73,7 @@ class _Words:
         self.enable = np.asarray(record.operands["enable"]).reshape(-1)
         self.result = result
         self.start, self.end = np.asarray(result.start), np.asarray(result.end)
-        self.ops = {k: np.asarray(record.operands[k]) for k in ("uf_lo", "uf_hi", "uf_mode")}
+        self.ops = {k: np.asarray(record.operands[k]) for k in ("uf_lo", "uf_hi", "uf_mode", "nop")}
 
     def where(self, inst: int) -> str:
         """``name at file:line`` on core.pipe, with its loop iteration."""
@@ -236,6 +236,9 @@ class _Words:
         blocks = f"L0C blocks {int(t.uf_atom_blocks[wrong[0], 0])}..{int(t.uf_atom_blocks[wrong[-1], 1]) - 1}"
         lines = [f"waits for unit flag = {want} on {blocks}"]
         toucher = int(last[wrong[0]])
+        nop = self.no_op_mmad(inst, wrong)
+        if nop is not None:
+            lines.append(f"    {self.where(nop)} is a no-op (its m, k or n is 0): it set no unit flag on them.")
         if toucher < 0:
             lines.append("    no mmad or L0C read touched those blocks before it.")
         else:
@@ -244,6 +247,17 @@ class _Words:
         lines.append("    Fix: " + _unit_flag_fix(want, UnitFlagRole(int(t.uf_role[toucher])) if toucher >= 0 else None,
                                                     int(self.ops["uf_mode"][toucher]) if toucher >= 0 else 0))  # fmt: skip
         return "\n".join(lines)
+
+    def no_op_mmad(self, inst: int, atoms: list) -> int | None:
+        """The last no-op mmad (m, k or n is 0) on ``atoms`` before ``inst`` in its core's program, if any."""
+        t, nop = self.t, np.asarray(self.ops["nop"])
+        lo, hi = np.asarray(self.ops["uf_lo"]), np.asarray(self.ops["uf_hi"])
+        found = [
+            i for i in range(t.n_instances)
+            if nop[i] and self.enable[i] and t.core[i] == t.core[inst] and t.pidx[i] < t.pidx[inst]
+            and any(int(lo[i]) <= a < int(hi[i]) for a in atoms)
+        ]  # fmt: skip
+        return max(found, key=lambda i: int(t.pidx[i])) if found else None
 
     def in_run(self, inst: int, atom: int) -> bool:
         """Whether unit-flag atom ``atom`` is one of the instance's blocks (under its stride)."""

@@ -40,20 +40,30 @@ class PlanesResult:
 
 
 def execute_data(
-    kernel, chip: Chip, options: Options, inputs: dict, outputs: tuple, params: dict, order: dataplane.Schedule
+    kernel,
+    chip: Chip,
+    options: Options,
+    inputs: dict,
+    outputs: tuple,
+    params: dict,
+    order: dataplane.Schedule,
+    poison: dataplane.Poison | None = None,
 ) -> State:
-    """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves."""
+    """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves. With
+    ``options.poison_races`` the reads ``poison`` names racy write NaN."""
     names = tuple(name for name, _ in outputs)
     state = State.create(chip, initial_gm(inputs, outputs), names, options, data_only=True)
     program = Program(chip, state)
     program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
+    program.poison = poison if options.poison_races else None
     return _trace(kernel, program, params).state
 
 
 def _planes(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple, params: dict):
     record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs)
     result = run_control(record, control, sync_latency(costs))
-    state = execute_data(kernel, chip, options, inputs, spec, params, dataplane.schedule(record, result))
+    order, poison = dataplane.schedule(record, result), dataplane.Poison(record, result.racy)
+    state = execute_data(kernel, chip, options, inputs, spec, params, order, poison)
     return {name: state.gm[name] for name, _ in spec}, record, result
 
 
@@ -74,7 +84,8 @@ def run_planes(
 ) -> PlanesResult:
     """Run ``kernel(k, **params)`` on one block of ``chip`` on the two planes (arguments as for ``ascjax.run``).
 
-    ``options`` (``ascjax.Options``) holds the data plane's numeric choices (``straight_through``);
+    ``options`` (``ascjax.Options``) holds the data plane's choices (``straight_through``; ``poison_races``: a
+    read the control plane finds racy writes NaN);
     ``control`` (``ascjax.engine.ControlOptions``) the execution model's; ``costs`` (``ascjax.Costs``) price the
     instructions and sync edges the control plane times. Differentiable: ``jax.grad``
     flows through the data plane to the inputs.

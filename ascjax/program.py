@@ -142,6 +142,13 @@ class Program:
         self.sections_runner = None
         self.cross_waits = [0] * N_CORES
         self._trips: list[int] = []  # static trip counts of the open loops
+        self._loop_index: list = []  # the (traced) indices of the open loops
+        self.poison = None  # the data plane's racy reads, from the control plane (``ascjax.dataplane.Poison``)
+        # every issue's tag: (section, region, place in that region), the same in every trace of the kernel: a
+        # section is traced once per segment, and a trace that skips a top-level loop's body skips a region
+        self._sections = 0
+        self._tag_key = None
+        self._tag_pos = {None: 0}
 
     def _go(self) -> bool:
         """Whether an op issued now runs: sections declared before it run first; a gate may switch it off."""
@@ -166,11 +173,34 @@ class Program:
         elif pending:
             run_concurrent(self, pending)
 
+    @contextlib.contextmanager
+    def _tagging(self, plan):
+        """A trace of ``plan``'s section: its issues are numbered from 0 again, region by region."""
+        outer, self._tag_key = self._tag_key, (plan.serial, 0)
+        self._tag_pos[self._tag_key] = 0
+        try:
+            yield
+        finally:
+            self._tag_key = outer
+
+    def _next_region(self) -> None:
+        """A top-level loop of a section begins or ends: its issues are numbered in a region of their own."""
+        serial, region = self._tag_key
+        self._tag_key = (serial, region + 1)
+        self._tag_pos[self._tag_key] = 0
+
+    def _tag(self):
+        key = self._tag_key
+        pos = self._tag_pos[key]
+        self._tag_pos[key] = pos + 1
+        return (*(key or (None,)), pos)
+
     def _run_section(self, plan) -> None:
         outer = (self.subblock, self._in_section)
         self.subblock, self._in_section = plan.subblock, True
         try:
-            plan.call()
+            with self._tagging(plan):
+                plan.call()
         finally:
             self.subblock, self._in_section = outer
 
@@ -179,7 +209,8 @@ class Program:
         outer = (self.gate, self.subblock, self._in_section)
         self.gate, self.subblock, self._in_section = gate, plan.subblock, True
         try:
-            return self._traced(self.state if state is None else state, plan.call, "concurrent section")
+            with self._tagging(plan):
+                return self._traced(self.state if state is None else state, plan.call, "concurrent section")
         finally:
             self.gate, self.subblock, self._in_section = outer
 
@@ -219,7 +250,7 @@ class Program:
         ``ascjax.sections``), before the next top-level op or at the end of the kernel;
         inside a loop or branch a section runs at once, in issue order.
         """
-        plan = Plan(core=0, call=body, subblock=None, regions=[])
+        plan = Plan(core=0, call=body, subblock=None, regions=[], serial=self._next_section())
         if self._top_level():
             self._pending.append(plan)
         else:
@@ -228,13 +259,20 @@ class Program:
 
     def section_vector(self, body):
         """The vector cores' program ``body(sub)``, run by AIV0 (sub 0) and AIV1 (sub 1). Usable as a decorator."""
-        plans = [Plan(core=1 + sub, call=functools.partial(body, sub), subblock=sub, regions=[]) for sub in (0, 1)]
+        plans = [
+            Plan(core=1 + sub, call=functools.partial(body, sub), subblock=sub, regions=[], serial=self._next_section())
+            for sub in (0, 1)
+        ]
         if self._top_level():
             self._pending.extend(plans)
         else:
             for plan in plans:
                 self._run_section(plan)
         return body
+
+    def _next_section(self) -> int:
+        self._sections += 1
+        return self._sections - 1
 
     @property
     def block_idx(self):
@@ -309,6 +347,7 @@ class Program:
     # -- instructions (declared in ascjax.isa; Program has one method per registered instruction) ----------------
     def _issue(self, instr: isa.Instruction, args: tuple, kwargs: dict) -> None:
         """Issue ``instr`` on the current core: check its operands and core, then run its data function."""
+        tag = self._tag()
         self._check_operands(instr, args, kwargs)
         gate = self.gate
         cross_wait = instr.sync is Sync.CROSS_WAIT and gate is not None
@@ -327,13 +366,17 @@ class Program:
                 "section (k.section_vector / with k.vector(sub))"
             )
         if self.recorder is not None:
-            self.recorder.issue(instr, self.core, args, kwargs)
+            self.recorder.issue(instr, self.core, args, kwargs, tag=tag)
             return
         if self.state.data_only and instr.kind in SYNC_KINDS:  # the data plane computes no sync
             if instr.sync is Sync.CROSS_WAIT and gate is None:
                 self.cross_waits[self.core] += int(np.prod(self._trips, dtype=np.int64))
             return
         extra = {} if instr.core is CoreKind.CUBE else {"sub": self.subblock}
+        if self.poison is not None:  # the data plane: the control plane says whether this issue reads racy data
+            with self.poison.reading(tag, self._loop_index):
+                self.state = instr.data(self.state, *instr.bound, *args, **kwargs, **extra)
+            return
         self.state = instr.data(self.state, *instr.bound, *args, **kwargs, **extra)
         if cross_wait:  # the segment's leading wait: did it block? (what it recorded survives a yield)
             pipe = instr.signature.bind(*args, **kwargs).arguments["pipe"]
@@ -388,6 +431,16 @@ class Program:
         value = None if count is None else static_int(count)
         if value is not None and not 0 <= value <= n:
             raise ValueError(f"rule 'trip count': count = {value} is outside [0, {n}], the loop's static maximum")
+        region = self._in_section and self._depth == 0 and self._tag_key is not None
+        if region:
+            self._next_region()
+        try:
+            self._range(n, body, count)
+        finally:
+            if region:
+                self._next_region()
+
+    def _range(self, n: int, body, count) -> None:
         if self.gate is not None:
             self._gated_range(n, body, count)
             return
@@ -436,11 +489,13 @@ class Program:
             if not self.state.data_only:
                 self.state = eqx.tree_at(lambda s: s.loop, self.state, indexed.put(self.state.loop, depth, gate.index))
             self._depth += 1
+            self._loop_index.append(gate.index)
             try:
                 with sites.loop_scope():
                     body(gate.index)
             finally:
                 self._depth -= 1
+                self._loop_index.pop()
         gate.leave_loop()
 
     def _scan(self, n: int, body, count=None) -> None:
@@ -451,12 +506,14 @@ class Program:
                 state = eqx.tree_at(lambda s: s.loop, state, indexed.put(state.loop, depth, i))
             self._depth += 1
             self._trips.append(n)
+            self._loop_index.append(i)
             try:
                 with sites.loop_scope():
                     return self._traced(state, lambda: body(i), "loop"), None
             finally:
                 self._depth -= 1
                 self._trips.pop()
+                self._loop_index.pop()
 
         if self.recorder is None:
             self.state, _ = jax.lax.scan(step, self.state, jnp.arange(n, dtype=jnp.int32))

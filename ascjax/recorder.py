@@ -60,7 +60,12 @@ class Recorder:
         self.auto[tile.name] = jnp.asarray(False)
 
     # --- one issue ------------------------------------------------------------------------
-    def issue(self, instr: isa.Instruction, core: int, args: tuple, kwargs: dict) -> None:
+    def issue(self, instr: isa.Instruction, core: int, args: tuple, kwargs: dict, tag=None) -> None:
+        """Record one issue; its main entry carries ``tag`` (the front end's name for the issue)."""
+        with self.builder.tagged(tag):
+            self._issue(instr, core, args, kwargs)
+
+    def _issue(self, instr: isa.Instruction, core: int, args: tuple, kwargs: dict) -> None:
         a = instr.arguments(args, kwargs)
         file, line = sites.caller()
         site = f"{instr.name} at {sites.short_path(file)}:{line}"
@@ -109,19 +114,24 @@ class Recorder:
                 target.extend(self._region_specs(tile, space_core, region))
         extra = {}
         accumulate = False
+        nop = False
         if instr.kind is InstrKind.MMAD:
             accumulate = _accumulates(a)
             m, n = _mn(a)
+            nop = _nop(a)
             extra.update(
                 uf_role=UnitFlagRole.WRITER, small_tile=_ceil_div(m, FRACTAL_ROWS) * _ceil_div(n, FRACTAL_ROWS)
-                < SMALL_TILE_FRACTALS, accumulate=accumulate,
+                < SMALL_TILE_FRACTALS, accumulate=accumulate, nop=nop,
             )  # fmt: skip
             if "acc" not in a:  # matmul_acc names what it accumulates as an operand
                 reads.append((*self._tile_spec(l0c, AIC)[:3], accumulate))
+            if nop is not False:  # a no-op (m, k or n is 0) reads and writes nothing
+                reads, writes = ([(*spec[:3], spec[3] & ~nop) for spec in specs] for specs in (reads, writes))
         elif instr.kind is InstrKind.L0C_READ:
             extra.update(uf_role=UnitFlagRole.READER)
         if "uf_role" in extra:
             mode = mode_value(a.get("unit_flag_mode", a.get("phase")), writer=instr.kind is InstrKind.MMAD)
+            mode = mode if nop is False else jnp.where(nop, 0, mode)  # a no-op mmad sets and waits for no flag
             ranges, choice, stride = self._uf_blocks(l0c, _region(a, l0c))
             extra.update(uf_mode=mode, uf_blocks=ranges, uf_choice=choice, uf_stride=stride)
             if "phase" in a and instr.kind is InstrKind.L0C_READ:
@@ -267,6 +277,17 @@ def _accumulates(a: dict):
         return False  # matmul / matmul_mx: dst = lhs @ rhs
     init = jnp.asarray(a["c_matrix_init_val"], bool) | jnp.asarray(a["c_matrix_source"], bool)
     return ~init & (a.get("bias") is None)
+
+
+def _nop(a: dict):
+    """Whether an mmad is a no-op (m, k or n is 0): False when its sizes say statically it is not, else a bool
+    (an array when a size is traced)."""
+    if "m" not in a:
+        return False  # the PyPTO-Pro spellings multiply whole tiles
+    sizes = [a[x] for x in ("m", "k", "n")]
+    if all(isinstance(v, (int, np.integer)) for v in sizes):
+        return jnp.asarray(True) if any(int(v) == 0 for v in sizes) else False
+    return (jnp.asarray(sizes[0]) == 0) | (jnp.asarray(sizes[1]) == 0) | (jnp.asarray(sizes[2]) == 0)
 
 
 def _mn(a: dict):

@@ -103,6 +103,7 @@ class Plan:
     call: object  # runs the section (with its sub-block)
     subblock: int | None
     regions: list
+    serial: int = -1  # the how-many-th section the kernel declared (names the section's issues in every trace)
 
 
 def _clear_cross_waits(state, core: int):

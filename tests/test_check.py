@@ -7,6 +7,7 @@ import re
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from conftest import KERNELS
 
 import ascjax as aj
@@ -108,3 +109,36 @@ def test_a_set_not_ordered_after_the_wait_of_the_signal_before_it_is_found_whate
     assert [f.kind for f in found.findings] == [Finding.UNORDERED_SET]
     assert "set_cross_core at tests/test_check.py:" in str(found) and "which took its previous signal" in str(found)
     assert _two_signals(acknowledged=True).verdict is aj.Verdict.OK
+
+
+def _mmad_then_fixpipe(k_size: int):
+    """One mmad with ENABLE_UPDATE of size 32 x ``k_size`` x 32, then a fixpipe that waits for its flag."""
+    update = aj.UnitFlagMode.ENABLE_UPDATE
+
+    def kernel(k):
+        a1, b1 = k.alloc("L1", (32, 32), "float16"), k.alloc("L1", (32, 32), "float16")
+        a, b = k.alloc("L0A", (32, 32), "float16"), k.alloc("L0B", (32, 32), "float16")
+        c = k.alloc("L0C", (32, 32), "float32")
+        k.copy_gm2l1_nd2nz(a1, "a")
+        k.copy_gm2l1_nd2nz(b1, "b")
+        k.sync_notify("MTE2", "MTE1", 0)
+        k.sync_wait("MTE2", "MTE1", 0)
+        k.copy_l12l0a(a, a1)
+        k.copy_l12l0b(b, b1, transpose=True)
+        k.sync_notify("MTE1", "M", 0)
+        k.sync_wait("MTE1", "M", 0)
+        k.mmad(c, a, b, 32, k_size, 32, unit_flag_mode=update, c_matrix_init_val=True)
+        k.fixpipe("out", c, unit_flag_mode=update)
+
+    x = np.zeros((32, 32), np.float16)
+    return aj.check(kernel, {"a": x, "b": x}, {"out": ((32, 32), "float32")})
+
+
+def test_an_mmad_with_k_0_is_a_no_op_that_sets_no_flag_and_the_deadlock_names_it():
+    """By the spec an mmad whose m, k or n is 0 does nothing, its unit flag included: the fixpipe behind it waits
+    for a flag nobody sets, and the report names the no-op; with k = 32 the same kernel runs."""
+    text = str(_mmad_then_fixpipe(0))
+    assert text.startswith("DEADLOCK"), text
+    assert "fixpipe at tests/test_check.py:" in text and "waits for unit flag = 1" in text
+    assert re.search(r"mmad at tests/test_check.py:\d+ \(AIC.M\) is a no-op \(its m, k or n is 0\)", text), text
+    assert _mmad_then_fixpipe(32).verdict is aj.Verdict.OK

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Int
 
+from ..core import RAW
 from . import _checks
 from ._log import KIND, ranked
 from ._machine import Machine, execute, plan
@@ -34,6 +35,7 @@ class ControlResult(eqx.Module):
     dropped: Int[Array, ""]  # distinct (kind, site) findings past ``max_findings``
     start: Int[Array, " N"]  # per instance, the cycle it started (-1: it never ran)
     end: Int[Array, " N"]  # the cycle it completed (-1: never)
+    racy: Bool[Array, " N"]  # per instance, it read bytes a write it is not ordered with wrote (RAW): poisoned data
     deadlocked: Bool[Array, ""]
     events: Int[Array, ""]  # events executed (two per instance that ran)
     machine: Machine  # the sync hardware at the end
@@ -55,9 +57,11 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     }
     end_rows = _checks.end_state(st, m, pl, events.kind.shape[0])
     findings, n_findings, dropped = ranked(st, static_rows, end_rows, options.max_findings)
+    race = static_rows["races"]
+    racy = jnp.zeros(st.n_instances, bool).at[race["inst"]].max(race["valid"] & (race["b"] == RAW))
     n = st.n_instances if options.keep_timeline else 0
     return ControlResult(
-        findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=log.end_t[:n],
+        findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=log.end_t[:n], racy=racy,
         deadlocked=m.stuck | ~m.done, events=jnp.sum(events.kind != 0).astype(jnp.int32), machine=m,
     )  # fmt: skip
 

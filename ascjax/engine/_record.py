@@ -114,6 +114,7 @@ class _Entry:
     uf_ranges: tuple[tuple[int, int], ...] = ()  # candidate L0C block ranges
     uf_stride: tuple[int, int] = (0, 0)  # (period, run) in blocks: only the first run of every period (0: all)
     static_id: int | None = None  # the event id when it is a Python int (checked now), else None
+    tag: object = None  # the front end's name for the issue it came from (``RecordBuilder.tagged``)
 
 
 @dataclasses.dataclass
@@ -169,6 +170,15 @@ class RecordBuilder:
             yield
         finally:
             self._when.pop()
+
+    @contextlib.contextmanager
+    def tagged(self, tag):
+        """Tag the last instruction recorded inside (a front end's issue: its main entry, after any it adds)."""
+        items = self._items
+        before = len(items)
+        yield
+        if self._items is items and len(items) > before and isinstance(items[-1], _Entry):
+            items[-1].tag = tag
 
     @property
     def loop_shape(self) -> tuple[int, ...]:
@@ -265,6 +275,7 @@ class RecordBuilder:
         uf_stride=(0, 0),
         small_tile=False,
         accumulate=False,
+        nop=False,
         event_id=0,
         mode: SyncMode | None = None,
         flag_triple=None,
@@ -277,7 +288,9 @@ class RecordBuilder:
         access that happens only where ``when`` holds. ``uf_blocks``: candidate L0C block ranges of a unit-flag instruction;
         ``uf_stride=(period, run)``: of each range only the first ``run`` blocks of every ``period`` (a region of
         fewer rows than its Nz tile: one run per column of fractals).
-        ``small_tile``: an mmad over fewer than 10 fp32 fractals; ``accumulate``: it adds to L0C.
+        ``small_tile``: an mmad over fewer than 10 fp32 fractals; ``accumulate``: it adds to L0C; ``nop``: an
+        mmad whose m, k or n is 0, which accesses nothing and takes no part in the unit-flag handshake (the
+        front end records it so; reports name it).
         """
         pipe = Pipe.parse(pipe)
         if pipe not in core_pipes(self.core):
@@ -293,6 +306,7 @@ class RecordBuilder:
             "uf_choice": jnp.asarray(uf_choice, jnp.int32),
             "small_tile": jnp.asarray(small_tile, bool),
             "accumulate": jnp.asarray(accumulate, bool),
+            "nop": jnp.asarray(nop, bool),
             "event_id": jnp.asarray(event_id, jnp.int32),
             "mode": jnp.asarray(-1 if mode is None else int(mode), jnp.int32),
         }
@@ -439,6 +453,7 @@ class Template:
     """Everything static about a record (NumPy arrays over instances, plus resource tables)."""
 
     entries: tuple  # the template entries (name, site, core, pipe, sync) by entry index
+    tags: tuple  # the front end's tag of each entry (``RecordBuilder.tagged``; None: untagged)
     spaces: tuple[Space, ...]
     entry: np.ndarray  # [N] template entry of each instance
     iteration: np.ndarray  # [N, max loop depth] loop indices of each instance (-1 beyond its depth)
@@ -657,7 +672,7 @@ def _build(b: RecordBuilder) -> Record:
         name: layout.gather([e.operands[name] for e in entries], dtype)
         for name, dtype in (
             ("enable", bool), ("cycles", jnp.int32), ("uf_mode", jnp.int32), ("small_tile", bool),
-            ("accumulate", bool), ("event_id", jnp.int32), ("mode", jnp.int32),
+            ("accumulate", bool), ("nop", bool), ("event_id", jnp.int32), ("mode", jnp.int32),
         )
     }  # fmt: skip
     reads = _access_slots(layout, first, "rd", write=False)
@@ -672,6 +687,7 @@ def _build(b: RecordBuilder) -> Record:
         iteration[i, : len(p)] = p
     template = Template(
         entries=tuple((e.name, e.site, e.core, e.pipe, e.sync) for e in entries),
+        tags=tuple(e.tag for e in entries),
         spaces=tuple(b.spaces),
         entry=layout.entry,
         iteration=iteration,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +11,9 @@ import numpy as np
 from .. import granules, hazards, indexed, timing
 from ..core import AIC, AIV0, Buffer, Pipe, Verdict
 from ..state import WARN_WAIT_PIPE, State
+
+#: On the data plane: whether the issue whose data function runs now reads racy data (``ascjax.dataplane.Poison``).
+RACY_READ = contextvars.ContextVar("racy_read", default=False)
 
 
 def core_of(sub: int | None) -> int:
@@ -196,6 +201,8 @@ def touch_tile(
 
     A UB tile names its AIV with ``sub``; a TileGroup slot adds its (traced) slot offset.
     """
+    if state.data_only:  # the data plane: a read is racy where the control plane found it so
+        return state, jnp.asarray(False if write else RACY_READ.get())
     if not state.options.sanitize:
         return state, jnp.asarray(False)
     first, mask = granules.tile_window(tile, row0, rows, col0, cols)  # a slot's offset included
@@ -225,6 +232,8 @@ def touch_gm(
 
     ``max_rows`` / ``max_cols`` bound a traced region's size (default: the static ``rows`` / ``cols``).
     """
+    if state.data_only:
+        return state, jnp.asarray(False if write else RACY_READ.get())
     key = hazards.shadow_key(Buffer.GM, name)
     if not state.options.sanitize or key not in state.shadows:
         return state, jnp.asarray(False)
