@@ -83,6 +83,7 @@ def test_the_data_plane_carries_only_data():
     assert total - data - costs <= 16  # the mmad direction and saturation registers
 
 
+@pytest.mark.slow  # the data functions are version 1's, whose jit / op-by-op agreement the default suite checks
 def test_jit_and_op_by_op_agree():
     case = matmul_case(128, 128, 128)
     jitted = run_planes(case.kernel, case.inputs, case.outputs, params=case.params)
