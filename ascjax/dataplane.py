@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import indexed, sections
+from .core import N_CORES
 from .engine import ControlResult, Record, Sync
 from .ops._machine import RACY_READ
 
@@ -38,7 +39,7 @@ FREE = -1.0
 class Schedule:
     """Per core, the key of each cross-core wait instance of the record, in the core's program order."""
 
-    wait_keys: tuple  # 3 float32 arrays [waits of that core]
+    wait_keys: tuple  # one float32 array per core [the core's cross-core waits]
 
 
 def schedule(record: Record, result: ControlResult) -> Schedule:
@@ -46,7 +47,7 @@ def schedule(record: Record, result: ControlResult) -> Schedule:
     t = record.template
     enable = jnp.asarray(record.operands["enable"], bool)
     keys = []
-    for core in range(3):
+    for core in range(N_CORES):
         inst = np.flatnonzero((t.core == core) & (t.sync == Sync.CROSS_WAIT))
         inst = inst[np.argsort(t.pidx[inst], kind="stable")]
         start = result.start[inst].astype(jnp.float32)
