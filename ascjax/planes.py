@@ -49,20 +49,21 @@ def execute_data(
     order: dataplane.Schedule,
     poison: dataplane.Poison | None = None,
 ) -> State:
-    """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves. With
-    ``options.poison_races`` the reads ``poison`` names racy write NaN."""
+    """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves. The reads
+    ``poison`` names racy write NaN (``options.poison_races``)."""
     names = tuple(name for name, _ in outputs)
     state = State.create(chip, initial_gm(inputs, outputs), names, options, data_only=True)
     program = Program(chip, state)
     program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
-    program.poison = poison if options.poison_races else None
+    program.poison = poison
     return _trace(kernel, program, params).state
 
 
 def _planes(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple, params: dict):
     record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs)
     result = run_control(record, control, sync_latency(costs))
-    order, poison = dataplane.schedule(record, result), dataplane.Poison(record, result.racy)
+    order = dataplane.schedule(record, result)
+    poison = dataplane.Poison(record, result.racy) if options.poison_races else None  # its tables cost a pass
     state = execute_data(kernel, chip, options, inputs, spec, params, order, poison)
     return {name: state.gm[name] for name, _ in spec}, record, result
 
