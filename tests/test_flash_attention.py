@@ -1,7 +1,7 @@
 """Flash attention: accuracy against a float64 reference, gradients, the broken twins, overlap, multi-block.
 
-``fast`` compiles the good kernel once without race checks, with ``value_and_grad`` (outputs,
-gradients and timeline in one program). The variant (good kernel or twin) is a traced code, so
+``fast`` compiles the good kernel once on the two planes, with ``value_and_grad`` (outputs, gradients,
+findings and timeline in one program). The variant (good kernel or twin) is a traced code, so
 ``checked`` (slow) runs all four with the race checks as one compiled ``vmap``.
 """
 
@@ -16,12 +16,14 @@ import pytest
 from conftest import KERNELS
 
 import ascjax as aj
-from ascjax.core import N_PIPES
+from ascjax.core import AIC
+from ascjax.planes import run_planes
+from ascjax.run import record_kernel
 
 SEQ_Q, SEQ_KV, D, HEADS = 64, 150, 64, 2  # 150 keys: three KV tiles of 64, the last with 42 padded keys
 
 
-def _launch(x, variant, heads, *, sanitize=True):
+def _launch(x, variant, heads):
     return aj.launch(
         fa.flash_attention_kernel,
         x,
@@ -29,39 +31,33 @@ def _launch(x, variant, heads, *, sanitize=True):
         block_dim=heads,
         chip="950",
         params={**fa.params(SEQ_Q, SEQ_KV, D), "variant": variant},
-        options=aj.Options(sanitize=sanitize, max_events=2048),
+        options=aj.Options(max_events=2048),
         jit=False,
     )
 
 
 @pytest.fixture(scope="module")
 def fast():
-    """One compile without the race checks: outputs, gradients and timeline of the good kernel
-    (``value_and_grad`` with the outputs and the state as aux)."""
+    """One compile on the two planes: outputs and gradients from the data plane, findings and timeline from the
+    control plane (``value_and_grad`` with the outputs and the control result as aux)."""
     x = fa.inputs(SEQ_Q, SEQ_KV, D)
     weights = jnp.asarray(np.random.default_rng(1).standard_normal(x["q"].shape), jnp.float32)
+    outputs, params = {"out": (x["q"].shape, "float16")}, fa.params(SEQ_Q, SEQ_KV, D)
 
     def forward(q, k, v):
-        r = aj.run(
-            fa.flash_attention_kernel,
-            {**x, "q": q, "k": k, "v": v},
-            {"out": (x["q"].shape, "float16")},
-            chip="950",
-            params=fa.params(SEQ_Q, SEQ_KV, D),
-            options=aj.Options(sanitize=False, max_events=2048),
-            jit=False,
-        )
+        r = run_planes(fa.flash_attention_kernel, {**x, "q": q, "k": k, "v": v}, outputs, chip="950", params=params)
         out = r.outputs["out"]
-        return jnp.sum(out.astype(jnp.float32) * weights), (out, r.verdict, r.state.time)
+        return jnp.sum(out.astype(jnp.float32) * weights), (out, r.check.result)
 
     run = jax.value_and_grad(forward, argnums=(0, 1, 2), has_aux=True)
-    (_, (out, verdict, timeline)), grads = jax.jit(run)(*(jnp.asarray(x[n]) for n in ("q", "k", "v")))
-    return x, weights, np.asarray(out, np.float64), int(verdict), timeline, grads
+    (_, (out, control)), grads = jax.jit(run)(*(jnp.asarray(x[n]) for n in ("q", "k", "v")))
+    record = jax.eval_shape(lambda: record_kernel(fa.flash_attention_kernel, x, outputs, chip="950", params=params))
+    return x, weights, np.asarray(out, np.float64), control, record.template, grads
 
 
 def test_ok_matches_reference(fast):
-    x, _, out, verdict, _, _ = fast
-    assert aj.Verdict(verdict) is aj.Verdict.OK
+    x, _, out, control, _, _ = fast
+    assert int(control.n_findings) == 0, np.asarray(control.findings)
     err = np.abs(out - fa.reference(x, SEQ_KV)["out"])
     assert 0 < err.max() <= fa.ATOL["float16"], err.max()  # f16 output: the rounding is visible
 
@@ -75,13 +71,13 @@ def test_padded_keys_are_masked(fast):
 
 def test_cube_and_vector_overlap(fast):
     """Vector ops run while the cube is busy: the software pipeline overlaps QK(t + 1) with P(t)."""
-    t = jax.tree_util.tree_map(np.asarray, fast[4])
-    n = int(min(int(t.ev_count), t.ev_op.shape[0]))
-    pipe, start, end = t.ev_pipe[:n], t.ev_start[:n], t.ev_end[:n]
-    cube = [(s, e) for p, s, e in zip(pipe, start, end) if p < N_PIPES and e > s]
-    vector = [(s, e) for p, s, e in zip(pipe, start, end) if p >= N_PIPES and e > s]
+    _, _, _, control, template, _ = fast
+    start, end = np.asarray(control.start), np.asarray(control.end)
+    ran = end > start
+    cube = list(zip(start[ran & (template.core == AIC)], end[ran & (template.core == AIC)]))
+    vector = list(zip(start[ran & (template.core != AIC)], end[ran & (template.core != AIC)]))
     assert cube and vector
-    overlap = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in cube for s2, e2 in vector)
+    overlap = sum(max(0, min(e1, e2) - max(s1, s2)) for s1, e1 in cube for s2, e2 in vector)
     assert overlap > 0.1 * sum(e - s for s, e in vector)
 
 
