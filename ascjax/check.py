@@ -18,6 +18,7 @@ from .core import Verdict
 from .engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_control, sync_latency
 from .finding_words import FindingText, describe
 from .run import record_kernel
+from .timeline import Timeline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +28,8 @@ class CheckResult:
     record: Record
     result: ControlResult
     findings: tuple[FindingText, ...]
+    chip: Chip
+    costs: Costs  # what priced the instructions and sync edges of the timeline
 
     @property
     def verdict(self) -> Verdict:
@@ -37,6 +40,10 @@ class CheckResult:
     def dropped(self) -> int:
         """Distinct findings past ``ControlOptions.max_findings``."""
         return int(np.asarray(self.result.dropped))
+
+    def timeline(self, index: int | None = None) -> Timeline:
+        """The run on a time axis (``index``: one scenario of a batch): spans, stuck pipes, summary, trace, picture."""
+        return Timeline.of(self.record, self.result, self.chip, float(np.asarray(self.costs.mmad_head_cycles)), index)
 
     def __str__(self) -> str:
         if not self.findings:
@@ -68,17 +75,18 @@ def check(
     timing model's.
     """
     options = options or ControlOptions()
+    chip = get_chip(chip)
+    costs = default_costs(chip) if costs is None else costs
     template = []
 
     def recorded_and_run():  # one compiled program: recording's array work and the control plane together
         record = record_kernel(kernel, inputs, outputs, chip=chip, params=params, costs=costs)
         template.append(record.template)
-        latency = sync_latency(default_costs(get_chip(chip)) if costs is None else costs)
-        return record.operands, run_control(record, options, latency)
+        return record.operands, run_control(record, options, sync_latency(costs))
 
     operands, result = jax.jit(recorded_and_run)()
     record = Record(template[0], operands)
-    return CheckResult(record, result, tuple(describe(record, result)))
+    return CheckResult(record, result, tuple(describe(record, result)), chip, costs)
 
 
 __all__ = ["CheckResult", "check"]

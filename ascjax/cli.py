@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from . import trace
+from . import timeline, trace
 from .case import build_case, load_cases, run_case, split_target
 from .chip import CHIPS
 from .compare import compare_files
@@ -99,7 +99,27 @@ def _cmd_check(args) -> int:
     c = build_case(path, name)
     with compile_notice():
         found = check(c.kernel, c.inputs, c.outputs, chip=args.chip or c.chip, params=c.params)
-    print(found)
+    run = found.timeline()
+    if args.trace:
+        run.to_perfetto(args.trace)
+    if args.timeline:
+        run.plot(args.timeline, title=f"{path}::{name}")
+    info = run.summary()
+    if args.json:
+        findings = [
+            {"kind": f.kind.name.lower(), "site": f.site, "other": f.other, "message": f.message}
+            for f in found.findings
+        ]
+        doc = {
+            "case": f"{path}::{name}",
+            "verdict": found.verdict.label,
+            "expected": c.expect.label,
+            "findings": findings,
+        }
+        print(json.dumps({**doc, **{k: v for k, v in info.items() if k != "pipes"}, "dropped": found.dropped}))
+    else:
+        print(found)
+        print(timeline.summary_text(info))
     return 0
 
 
@@ -198,6 +218,9 @@ def main(argv=None) -> int:
     )
     p_check.add_argument("target", metavar="FILE::CASE")
     p_check.add_argument("--chip", choices=sorted(CHIPS), default=None, help="chip model (default: the case's)")
+    p_check.add_argument("--json", action="store_true", help="print one JSON object")
+    p_check.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
+    p_check.add_argument("--timeline", metavar="OUT.png", help="draw the pipeline timeline (needs matplotlib)")
     p_check.set_defaults(func=_cmd_check)
     p_golden = sub.add_parser("golden", help="write a case's inputs and outputs as device bytes, .npy and a manifest")
     p_golden.add_argument("target", metavar="FILE::CASE")

@@ -97,10 +97,10 @@ def run_planes(
     costs = default_costs(chip) if costs is None else costs
     args = (kernel, chip, options or Options(), control, costs, gm_inputs(inputs), spec, dict(params or {}))
     outs, record, result = (_planes_jit if jit else _planes)(*args)
-    return PlanesResult(outs, _checked(record, result))
+    return PlanesResult(outs, _checked(record, result, chip, costs))
 
 
-def _checked(record: Record, result: ControlResult) -> CheckResult:
+def _checked(record: Record, result: ControlResult, chip: Chip, costs: Costs) -> CheckResult:
     if isinstance(result.n_findings, jax.core.Tracer):  # under a transformation: the words wait for the host
-        return CheckResult(record, result, ())
-    return CheckResult(record, result, tuple(describe(record, result)))
+        return CheckResult(record, result, (), chip, costs)
+    return CheckResult(record, result, tuple(describe(record, result)), chip, costs)

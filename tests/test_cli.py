@@ -86,6 +86,20 @@ def test_trace_timeline_and_cycles(tmp_path, capsys):
     assert out_png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_check_json_trace_and_timeline_of_a_deadlock_show_the_stuck_pipe(tmp_path, capsys):
+    out_json, out_png = tmp_path / "t.json", tmp_path / "t.png"
+    target = f"{KERNELS / 'vec_cube.py'}::vec_cube_one_aiv_sets"
+    assert main(["check", target, "--json", "--trace", str(out_json), "--timeline", str(out_png)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == out["expected"] == "deadlock" and out["findings"][0]["kind"] == "deadlock"
+    assert out["cycles"] == 2000 and any("AIC.MTE1: wait_cross_core at" in s for s in out["stuck"])
+    marks = [e for e in json.loads(out_json.read_text())["traceEvents"] if e["name"].startswith("stuck: ")]
+    assert {(e["pid"], e["tid"]) for e in marks} >= {(0, 3)}  # AIC.MTE1
+    assert out_png.read_bytes()[:4] == b"\x89PNG"
+    assert main(["check", target]) == 0
+    assert "stuck    AIC.MTE1: wait_cross_core at" in capsys.readouterr().out
+
+
 class _Terminal:
     """A stderr that says it is a terminal and keeps what is written."""
 

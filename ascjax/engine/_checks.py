@@ -56,6 +56,7 @@ class Log:
         self.clock = events.clock[s]
         self.start_finding = jnp.where(self.start_step[:, None] >= 0, events.finding[s], -1)
         self.end_finding = jnp.where(self.end_step[:, None] >= 0, events.finding[e], -1)
+        self.source = jnp.where(self.start_step >= 0, events.source[s], -1)
         self.epoch = jnp.take_along_axis(self.clock, st.queue[:, None], axis=1)[:, 0]
         self.started = self.start_step >= 0
         self.completed = self.end_step >= 0

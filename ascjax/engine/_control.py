@@ -35,6 +35,7 @@ class ControlResult(eqx.Module):
     dropped: Int[Array, ""]  # distinct (kind, site) findings past ``max_findings``
     start: Int[Array, " N"]  # per instance, the cycle it started (-1: it never ran)
     end: Int[Array, " N"]  # the cycle it completed (-1: never)
+    source: Int[Array, " N"]  # a wait that ran: the instance whose set (or unit-flag flip) it consumed (-1: none)
     racy: Bool[Array, " N"]  # per instance, it read bytes a write it is not ordered with wrote (RAW): poisoned data
     deadlocked: Bool[Array, ""]
     events: Int[Array, ""]  # events executed (two per instance that ran)
@@ -61,7 +62,8 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     racy = jnp.zeros(st.n_instances, bool).at[race["inst"]].max(race["valid"] & (race["b"] == RAW))
     n = st.n_instances if options.keep_timeline else 0
     return ControlResult(
-        findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=log.end_t[:n], racy=racy,
+        findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=log.end_t[:n],
+        source=log.source[:n], racy=racy,
         deadlocked=m.stuck | ~m.done, events=jnp.sum(events.kind != 0).astype(jnp.int32), machine=m,
     )  # fmt: skip
 

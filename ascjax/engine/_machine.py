@@ -84,6 +84,7 @@ class Event(eqx.Module):
     t: Int[Array, ""]
     clock: Int[Array, " Q"]  # the queue's vector clock after the event
     finding: Int[Array, " 4"]  # kind (-1: none), other instance, detail a, detail b
+    source: Int[Array, ""]  # a started wait: the instance whose signal it consumed (-1: none)
 
 
 class Col(enum.IntEnum):
@@ -284,7 +285,7 @@ def _complete(m: Machine, st: Static, row, q, h):
         free_t=hot.put(m.free_t, (q,), m.now),
         fence_pos=hot.add(m.fence_pos, (row[Col.CORE],), row[Col.FENCE]),
     )
-    return m, _finding(found)
+    return m, _finding(found), jnp.asarray(-1, jnp.int32)
 
 
 def _cross_set(m: Machine, st: Static, row, h, on, clock, eid, found):
@@ -338,16 +339,20 @@ def _start(m: Machine, st: Static, row, q, h, start_t):
     slot = row[Col.SLOT]
     is_wait = ok & (sync == Sync.WAIT_FLAG)
     acquired = jnp.where(is_wait, jnp.maximum(acquired, m.flag_clock[slot]), acquired)
+    source = jnp.where(is_wait, m.flag_inst[slot], -1)
     m = dataclasses.replace(m, flag=hot.put(m.flag, (slot,), False, is_wait))
 
     # wait_cross_core: one signal from each own channel (FIFO), or a mismatched one from elsewhere
-    m, acquired, found = _cross_wait(m, st, row, ok & (sync == Sync.CROSS_WAIT), acquired, q, vc[q, q], h)
+    m, acquired, found, taken = _cross_wait(m, st, row, ok & (sync == Sync.CROSS_WAIT), acquired, q, vc[q, q], h)
+    source = jnp.where(taken >= 0, taken, source)
 
     # unit flag: acquire the clock of the flag writes it waited on
     mask = _uf_mask(st, row)
+    uf_on = row[Col.UF_ON] > 0
     acquired = jnp.where(
-        row[Col.UF_ON] > 0, jnp.maximum(acquired, jnp.max(jnp.where(mask[:, None], m.uf_clock, 0), axis=0)), acquired
+        uf_on, jnp.maximum(acquired, jnp.max(jnp.where(mask[:, None], m.uf_clock, 0), axis=0)), acquired
     )
+    source = jnp.where(uf_on & (source < 0), jnp.max(jnp.where(mask, m.uf_inst, -1)), source)
 
     # PIPE_ALL: the core's queues are idle; each now knows what all of them did
     same_core = st.queue_core == row[Col.CORE]
@@ -360,7 +365,7 @@ def _start(m: Machine, st: Static, row, q, h, start_t):
         busy=hot.put(m.busy, (q,), True),
         busy_end=hot.put(m.busy_end, (q,), start_t + row[Col.CYCLES]),
     )
-    return m, _finding(found)
+    return m, _finding(found), source.astype(jnp.int32)
 
 
 def _cross_wait(m: Machine, st: Static, row, on, acquired, q, epoch, h):
@@ -373,10 +378,11 @@ def _cross_wait(m: Machine, st: Static, row, on, acquired, q, epoch, h):
     mismatch_via_alt = on & ~own_ok & jnp.any(alt_has)
     takes = [(chans[0], on & own_ok & (chans[0] >= 0)), (chans[1], on & own_ok & (chans[1] >= 0))]
     takes.append((alt[jnp.argmax(alt_has)], mismatch_via_alt))
-    found = []
+    found, taken = [], jnp.asarray(-1, jnp.int32)
     for j, (c, active) in enumerate(takes):
         cc = jnp.clip(c, 0)
         head = m.ring_head[cc, e]
+        taken = jnp.where(active & (taken < 0), m.ring_inst[cc, e, head], taken)
         if j < 2:  # a take from its own channel: the next set there must be ordered after this wait
             m = dataclasses.replace(
                 m,
@@ -392,7 +398,7 @@ def _cross_wait(m: Machine, st: Static, row, on, acquired, q, epoch, h):
             count=hot.add(m.count, (cc, e), -active.astype(jnp.int32)),
             ring_head=hot.put(m.ring_head, (cc, e), (head + 1) % st.depth, active),
         )
-    return m, acquired, found
+    return m, acquired, found, taken
 
 
 def _step(st: Static, pl: Plan, lat: SyncLatency, m: Machine):
@@ -411,21 +417,24 @@ def _step(st: Static, pl: Plan, lat: SyncLatency, m: Machine):
     row = jnp.sum(jnp.where((jnp.arange(st.n_queues) == q)[:, None], rows, 0), axis=0)
 
     def stop(m):
-        return dataclasses.replace(m, stuck=jnp.any(has)), jnp.full((4,), -1, jnp.int32)
+        return dataclasses.replace(m, stuck=jnp.any(has)), jnp.full((4,), -1, jnp.int32), jnp.asarray(-1, jnp.int32)
 
     branch = jnp.where(idle, 2, jnp.where(any_end, 0, 1))
-    m, found = jax.lax.switch(
+    m, found, source = jax.lax.switch(
         branch, (lambda m: _complete(m, st, row, q, h), lambda m: _start(m, st, row, q, h, t_next), stop), m
     )
     m = dataclasses.replace(m, done=m.stuck | jnp.all(m.pos >= pl.qlen))
     kind = jnp.where(idle, IDLE, jnp.where(any_end, END, START))
-    return m, Event(kind, h, m.now, m.vc[q], found)
+    return m, Event(kind, h, m.now, m.vc[q], found, source)
 
 
 def _idle(m: Machine):
     q = m.vc.shape[0]
     z = jnp.asarray(0, jnp.int32)
-    return m, Event(jnp.asarray(IDLE, jnp.int32), z, m.now, jnp.zeros((q,), jnp.int32), jnp.full((4,), -1, jnp.int32))
+    none = jnp.full((4,), -1, jnp.int32)
+    return m, Event(
+        jnp.asarray(IDLE, jnp.int32), z, m.now, jnp.zeros((q,), jnp.int32), none, jnp.asarray(-1, jnp.int32)
+    )
 
 
 def execute(st: Static, pl: Plan, lat: SyncLatency) -> tuple[Machine, Event]:
