@@ -129,7 +129,9 @@ def test_scenarios_vmap_through_both_planes():
     words = [aj.Verdict[aj.core.Finding(int(c)).verdict] if c >= 0 else aj.Verdict.OK for c in np.asarray(codes)]
     assert words == [aj.Verdict.OK, aj.Verdict.RACE, aj.Verdict.DEADLOCK]
     for i in range(3):
-        alone = run_planes(case.kernel, case.inputs, case.outputs, params={k: jnp.int32(v[i]) for k, v in scenarios.items()})  # traced: one compile
+        alone = run_planes(
+            case.kernel, case.inputs, case.outputs, params={k: jnp.int32(v[i]) for k, v in scenarios.items()}
+        )  # traced: one compile
         assert alone.verdict is words[i]
         np.testing.assert_array_equal(np.asarray(outs[i]), np.asarray(alone.outputs["out"]))
 
