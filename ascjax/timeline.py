@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from .core import CORE_NAMES, N_PIPES, Pipe, pipe_name
-from .engine import Record
+from .engine import Record, Sync
 
 #: the bound a summary names for the busiest pipe
 BOUND_NAMES = {
@@ -29,8 +29,6 @@ BOUND_NAMES = {
 }
 #: below this share of the run on its busiest pipe, waits and latencies dominate: the summary says "sync"
 SYNC_BOUND_SHARE = 0.5
-#: the mmad spellings whose cycles, less the head, are the cube's MAC work
-_MMAD_NAMES = frozenset({"mmad", "mmad_mx"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +95,7 @@ class Timeline:
             name, site, core, pipe, _ = t.entries[int(t.entry[i])]
             it = tuple(int(x) for x in t.iteration[i] if x >= 0)
             spans.append(Span(int(i), name, site, it, core, Pipe(pipe), int(start[i]), int(end[i]), int(source[i])))
-            if name in _MMAD_NAMES and end[i] > start[i]:
+            if pipe == Pipe.M and t.sync[i] == Sync.NONE and end[i] > start[i]:  # an mmad: M runs mmads and sync only
                 work += max(float(cycles[i]) - mmad_head_cycles, 0.0)
         stuck = []
         if bool(np.asarray(result.deadlocked)):
