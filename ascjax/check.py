@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
+import equinox as eqx
 import numpy as np
 
 from .chip import Chip, get_chip
@@ -69,8 +69,9 @@ def check(
 
     ``inputs`` / ``outputs`` are as for ``ascjax.run`` (only their shapes and dtypes matter);
     ``options`` (``ascjax.engine.ControlOptions``) picks the execution model's variants and how
-    many findings are kept. The data functions do not run, so their trace-time checks (dtypes,
-    alignment of data operands...) are ``run``'s to make. ``costs`` (``ascjax.Costs``, default: the chip's
+    many findings are kept. Arrays among ``params`` are traced, as in ``run``: a traced size, offset or trip count
+    past its limit is a finding (BOUNDS, LAYOUT). The data functions run only abstractly: no data is computed, and
+    their trace-time checks (dtypes, alignment, shapes, flag pipes) raise as in ``run``. ``costs`` (``ascjax.Costs``, default: the chip's
     table) price each instruction and sync edge, so the timeline and the order of concurrent events are the
     timing model's.
     """
@@ -79,12 +80,12 @@ def check(
     costs = default_costs(chip) if costs is None else costs
     template = []
 
-    def recorded_and_run():  # one compiled program: recording's array work and the control plane together
+    def recorded_and_run(params):  # one compiled program: recording's array work and the control plane together
         record = record_kernel(kernel, inputs, outputs, chip=chip, params=params, costs=costs)
         template.append(record.template)
         return record.operands, run_control(record, options, sync_latency(costs))
 
-    operands, result = jax.jit(recorded_and_run)()
+    operands, result = eqx.filter_jit(recorded_and_run)(dict(params or {}))  # array parameters are traced
     record = Record(template[0], operands)
     return CheckResult(record, result, tuple(describe(record, result)), chip, costs)
 

@@ -12,8 +12,9 @@ import dataclasses
 
 import numpy as np
 
-from .core import CORE_NAMES, HAZARD_NAMES, SMALL_TILE, Finding, Pipe
+from .core import BOUNDS_TRIP_COUNT, BOUNDS_WHAT, CORE_NAMES, HAZARD_NAMES, SMALL_TILE, Finding, Pipe
 from .engine import Sync, UnitFlagRole
+from .engine._checks import FAULT_DETAIL
 from .engine._log import DETAIL_A, DETAIL_B, ENTRY, INST, KIND, OTHER
 
 #: what a leftover row's detail ``a`` says is still set
@@ -73,7 +74,8 @@ class _Words:
         self.enable = np.asarray(record.operands["enable"]).reshape(-1)
         self.result = result
         self.start, self.end = np.asarray(result.start), np.asarray(result.end)
-        self.ops = {k: np.asarray(record.operands[k]) for k in ("uf_lo", "uf_hi", "uf_mode", "nop")}
+        names = ("uf_lo", "uf_hi", "uf_mode", "nop", "bounds_limit", "layout_limit")
+        self.ops = {k: np.asarray(record.operands[k]) for k in names}
 
     def where(self, inst: int) -> str:
         """``name at file:line`` on core.pipe, with its loop iteration."""
@@ -107,12 +109,36 @@ class _Words:
                 f"UNINITIALIZED read of {self.atom(a)} by {here}: no input holds those "
                 "bytes and no write that happens before the read wrote them"
             ),
-            Finding.BOUNDS: lambda: (
-                f"BOUNDS: {here} picks a TileGroup slot or window outside its range "
-                f"({'write' if b else 'read'} operand {a})"
-            ),
+            Finding.BOUNDS: lambda: self.bounds(inst, here, a, b),
+            Finding.LAYOUT: lambda: self.layout(inst, here, a),
         }.get(kind, lambda: self.sync(kind, here, there, a, b))()
         return FindingText(kind, here, there, text)
+
+    def bounds(self, inst, here, a, b):
+        if b < FAULT_DETAIL:
+            return f"BOUNDS: {here} picks a TileGroup slot or window outside its range ({'write' if b else 'read'} operand {a})"
+        what, limit = BOUNDS_WHAT[b - FAULT_DETAIL], int(self.ops["bounds_limit"][inst])
+        if b - FAULT_DETAIL == BOUNDS_TRIP_COUNT:
+            return (
+                f"BOUNDS: {here}: trip count = {a} is outside [0, {limit}], the loop's static maximum: only the "
+                f"iterations below both ran. Raise the maximum (range({max(a, limit)}, ...)) or bound the count."
+            )
+        if 0 <= a <= limit:  # in range, off the grid of its tile's fractals
+            return (
+                f"BOUNDS: {here}: {what} = {a} is not a multiple of its tile's fractal, so the instruction does nothing"
+            )
+        return (
+            f"BOUNDS: {here}: {what} = {a} is outside [0, {limit}], so the instruction does nothing "
+            "(a traced value past its limit is never clamped)"
+        )
+
+    def layout(self, inst, here, m):
+        if int(self.ops["layout_limit"][inst]):
+            return (
+                f"LAYOUT: {here}: m = {m} runs GEMV, which reads A as ND, but A's L0A tile holds a fractal layout: "
+                "load A into an ND tile for m == 1, or pass disable_gemv=True where the chip allows it"
+            )
+        return f"LAYOUT: {here}: A's L0A tile is ND, which only GEMV (m == 1) reads, but m = {m}"
 
     def race(self, inst, other, atom, hazard):
         lines = [f"RACE ({HAZARD_NAMES[hazard]}) on {self.atom(atom)}"]

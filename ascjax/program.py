@@ -365,14 +365,15 @@ class Program:
                 f"{instr.name} runs on a vector core (AIV), but it was issued on the cube core: put it in a vector "
                 "section (k.section_vector / with k.vector(sub))"
             )
-        if self.recorder is not None:
+        extra = {} if instr.core is CoreKind.CUBE else {"sub": self.subblock}
+        if self.recorder is not None:  # the data function runs abstractly, for its trace-time checks only
+            jax.eval_shape(lambda st: instr.data(st, *instr.bound, *args, **kwargs, **extra), self.state)
             self.recorder.issue(instr, self.core, args, kwargs, tag=tag)
             return
         if self.state.data_only and instr.kind in SYNC_KINDS:  # the data plane computes no sync
             if instr.sync is Sync.CROSS_WAIT and gate is None:
                 self.cross_waits[self.core] += int(np.prod(self._trips, dtype=np.int64))
             return
-        extra = {} if instr.core is CoreKind.CUBE else {"sub": self.subblock}
         if self.poison is not None:  # the data plane: the control plane says whether this issue reads racy data
             with self.poison.reading(tag, self._loop_index):
                 self.state = instr.data(self.state, *instr.bound, *args, **kwargs, **extra)
@@ -447,6 +448,8 @@ class Program:
         if self._pending and not self._in_section:
             self.flush()
         if self.recorder is not None:
+            if count is not None and static_int(count) is None:
+                self.recorder.trip_count(self.core, n, count)
             self._scan(n, body, count)
             return
         if count is not None:

@@ -16,8 +16,8 @@ import numpy as np
 
 from . import isa, sites
 from .chip import Chip
-from .core import AIC, AIV0, Buffer, Format, InstrKind, Pipe
-from .engine import Costs, RecordBuilder, Sync, UnitFlagRole, Window, default_costs
+from .core import AIC, AIV0, BOUNDS_TRIP_COUNT, Buffer, Finding, Format, InstrKind, Pipe
+from .engine import Costs, Fault, RecordBuilder, Sync, UnitFlagRole, Window, default_costs
 from .memory import Tile
 from .ops.ub_move import AccToVecMode, split
 from .ops.unit_flag import mode_value
@@ -87,6 +87,18 @@ class Recorder:
             else:
                 self._data(instr, core, a, site)
 
+    def trip_count(self, core: int, trip_max: int, count) -> None:
+        """A loop's traced trip count, checked against its static maximum where the scalar unit reads it: past it
+        (or negative) is a BOUNDS finding, never clamped."""
+        file, line = sites.caller()
+        count = jnp.asarray(count, jnp.int32)
+        bad = (count < 0) | (count > trip_max)
+        with self.builder.on(core):
+            self.builder.instruction(
+                "range", Pipe.S, site=f"range at {sites.short_path(file)}:{line}",
+                faults=(Fault(Finding.BOUNDS, bad, BOUNDS_TRIP_COUNT, count, trip_max),),
+            )  # fmt: skip
+
     def _cycles(self, instr: isa.Instruction, a: dict):
         """Whole cycles of one issue on its pipe (at least one), from its declaration's price."""
         if instr.cycles is None:
@@ -137,7 +149,11 @@ class Recorder:
             if "phase" in a and instr.kind is InstrKind.L0C_READ:
                 self._auto_wait(l0c, mode == 0, site)
         cycles = self._cycles(instr, a)
-        self.builder.instruction(instr.name, instr.pipe, site=site, reads=reads, writes=writes, cycles=cycles, **extra)
+        shapes = {name: shape for name, (shape, _) in self.gm_shapes.items()}
+        faults = tuple(instr.faults(self.chip, a, shapes)) if instr.faults is not None else ()
+        self.builder.instruction(
+            instr.name, instr.pipe, site=site, reads=reads, writes=writes, cycles=cycles, faults=faults, **extra
+        )
         if "phase" in a and instr.kind is InstrKind.MMAD:
             self.auto[l0c.name] = extra["uf_mode"] == 0
 
@@ -265,6 +281,8 @@ def _region(a: dict, l0c: Tile) -> tuple[int, int, int, int]:
     row0, col0 = a.get("src_row", 0), a.get("src_col", 0)
     values = (row0, m if m is not None else l0c.rows, col0, n if n is not None else l0c.cols)
     if not all(isinstance(v, (int, np.integer)) for v in values):
+        return whole
+    if values[1] == 0 or values[3] == 0:  # a no-op mmad: it takes no part in the handshake (its mode is 0)
         return whole
     return tuple(int(v) for v in values)
 

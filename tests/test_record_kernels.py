@@ -2,8 +2,8 @@
 ``ascjax.check``), gives the verdict its case documents.
 
 The cases where semantics §8 gives another verdict than version 1's issue-order engine are listed with the
-reason; so are the cases refused while they are traced (the dry run computes no data, so it runs no data
-checks).
+reason; so are the cases refused while they are traced (the dry run computes no data, but runs each data
+function abstractly, so its trace-time rules raise as in ``run``).
 """
 
 from __future__ import annotations
@@ -55,14 +55,18 @@ def test_the_recorded_kernel_gives_its_cases_verdict(file, name):
     assert control_verdict(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params) is want
 
 
-def test_the_refused_cases_are_refused_while_tracing():
-    """The list above stays true: each of these kernels raises before anything runs."""
+def test_the_refused_cases_are_refused_while_tracing_and_by_the_dry_run_too():
+    """The list above stays true: each of these kernels raises before anything runs, in ``run`` and in ``check``
+    alike, with the same words."""
     for file, name in sorted(REFUSED):
         case = aj.build_case(str(KERNELS / file), name)
-        with pytest.raises((ValueError, TypeError)):
+        with pytest.raises((ValueError, TypeError)) as traced:
             jax.eval_shape(
                 lambda c=case: aj.run(c.kernel, c.inputs, c.outputs, chip=c.chip, params=c.params, jit=False).outputs
             )
+        with pytest.raises(type(traced.value)) as dry:
+            aj.check(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params)
+        assert str(dry.value) == str(traced.value), (name, str(dry.value))
 
 
 @pytest.mark.parametrize(("barrier", "want"), [(True, aj.Verdict.OK), (False, aj.Verdict.DEADLOCK)])

@@ -23,7 +23,8 @@ class Finding(enum.IntEnum):
     UNORDERED_SET = 6
     UNINITIALIZED = 7  # a read of bytes no input covers and no happens-before write wrote
     SYNC_ERROR = 8  # a set and its wait disagree on the cross-core sync mode; an event id out of range
-    BOUNDS = 9  # a dynamic index (slot, size) outside its static range
+    BOUNDS = 9  # a dynamic index (slot, size, offset, trip count) outside its static range
+    LAYOUT = 10  # a traced size makes the instruction read a layout other than the one its tile holds (GEMV)
 
     @property
     def label(self) -> str:

@@ -24,10 +24,12 @@ from ._log import FINDING_FIELDS as FINDING_FIELDS
 from ._machine import Machine as Machine
 from ._options import ControlOptions as ControlOptions
 from ._options import SyncLatency as SyncLatency
+from ._record import FAULT_KINDS as FAULT_KINDS
 from ._record import UF_KEEP as UF_KEEP
 from ._record import UF_OFF as UF_OFF
 from ._record import UF_UPDATE as UF_UPDATE
 from ._record import UNIT_FLAG_BLOCK_BYTES as UNIT_FLAG_BLOCK_BYTES
+from ._record import Fault as Fault
 from ._record import Record as Record
 from ._record import RecordBuilder as RecordBuilder
 from ._record import Sync as Sync

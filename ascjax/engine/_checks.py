@@ -27,6 +27,9 @@ from ._machine import END, START, Event, Machine, Plan, heads, ids_ok
 from ._tables import Static
 
 BIG = jnp.iinfo(jnp.int32).max
+#: a BOUNDS row's detail ``b``: 0 / 1 a read / write operand's slot choice, ``FAULT_DETAIL + i`` a traced operand
+#: (``core.BOUNDS_WHAT[i]``) past its limit
+FAULT_DETAIL = 2
 
 
 def rows(valid, kind, inst, other, a, b, step) -> dict:
@@ -154,6 +157,17 @@ def bounds(st: Static, acc: Accesses, log: Log) -> dict:
     a = log.index(st.bound_accs)
     return rows(acc.on[a] & ~acc.ok[a], Finding.BOUNDS, st.acc_inst[a], -1, st.acc_slot[a], st.acc_write[a],
                 acc.step[a])  # fmt: skip
+
+
+def faults(st: Static, op, log: Log) -> dict:
+    """Issues whose traced operand broke its instruction's rule (``Fault``): a BOUNDS row names the operand in
+    ``b`` (``FAULT_DETAIL`` + its ``BOUNDS_WHAT`` index) and its value in ``a``; a LAYOUT row the same way."""
+    inst = log.index(st.fault_inst)
+    layout = st.fault_kind == Finding.LAYOUT
+    what = jnp.where(layout, op["layout_what"][inst], op["bounds_what"][inst])
+    value = jnp.where(layout, op["layout_value"][inst], op["bounds_value"][inst])
+    valid = st.fault_valid & log.started[inst] & (what >= 0)
+    return rows(valid, st.fault_kind, inst, -1, value, FAULT_DETAIL + what, log.start_step[inst])
 
 
 def event_ids(st: Static, op, log: Log) -> dict:

@@ -55,6 +55,7 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
         "event_ids": _checks.event_ids(st, op, log),
         "uninitialised": _checks.uninitialised(st, acc, log),
         "bounds": _checks.bounds(st, acc, log),
+        "faults": _checks.faults(st, op, log),
     }
     end_rows = _checks.end_state(st, m, pl, events.kind.shape[0])
     findings, n_findings, dropped = ranked(st, static_rows, end_rows, options.max_findings)

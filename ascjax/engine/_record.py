@@ -19,13 +19,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import AIC, AIV0, AIV1, CORE_NAMES, N_CORES, Pipe, SyncMode, core_pipes, gpipe
+from ..core import AIC, AIV0, AIV1, CORE_NAMES, N_CORES, Finding, Pipe, SyncMode, core_pipes, gpipe
 
 #: Sender index of the INTER_SUBBLOCK barrier's counters (receiver AIVk, sender SUB).
 SUB = N_CORES
@@ -96,6 +97,53 @@ class _Access:
         return not isinstance(self.choice, (int, np.integer))
 
 
+#: the kinds of finding a traced operand can raise, and the operand names each keeps (``bounds_what``...)
+FAULT_KINDS = (Finding.BOUNDS, Finding.LAYOUT)
+FAULT_NAMES = ("bounds", "layout")
+
+
+class Fault(NamedTuple):
+    """A rule a traced operand may break: where ``bad`` holds, the issue is a ``kind`` finding and accesses nothing.
+
+    ``what`` names the operand (``core.BOUNDS_WHAT`` for BOUNDS, 0 for the GEMV layout), ``value`` is what it
+    was and ``limit`` the largest value allowed (the reports quote them)."""
+
+    kind: Finding
+    bad: object  # bool or a traced bool (per iteration inside a loop)
+    what: int
+    value: object = 0
+    limit: object = 0
+
+
+def _faults(faults) -> tuple[dict, tuple[bool, ...], object]:
+    """Per fault kind the first fault that holds (what, value, limit; what -1: none), which kinds can fault at all,
+    and whether any holds (None where none can)."""
+    operands, can, faulty = {}, [], None
+    for kind, name in zip(FAULT_KINDS, FAULT_NAMES):
+        what, value, limit = jnp.int32(-1), jnp.int32(0), jnp.int32(0)
+        live = [f for f in faults if f.kind is kind and f.bad is not False]
+        for f in reversed(live):  # the first listed wins
+            bad = jnp.asarray(f.bad, bool)
+            what = jnp.where(bad, f.what, what)
+            value = jnp.where(bad, jnp.asarray(f.value, jnp.int32), value)
+            limit = jnp.where(bad, jnp.asarray(f.limit, jnp.int32), limit)
+            faulty = bad if faulty is None else faulty | bad
+        operands.update({f"{name}_what": what, f"{name}_value": value, f"{name}_limit": limit})
+        can.append(bool(live))
+    return operands, tuple(can), faulty
+
+
+def _unless(spec, faulty):
+    """An access spec that does not happen where ``faulty`` holds."""
+    if isinstance(spec, Window):
+        return dataclasses.replace(spec, when=jnp.asarray(spec.when, bool) & ~faulty)
+    if len(spec) == 2:
+        return (spec[0], [spec[1]], 0, ~faulty)
+    if len(spec) == 3:
+        return (*spec, ~faulty)
+    return (*spec[:3], jnp.asarray(spec[3], bool) & ~faulty)
+
+
 @dataclasses.dataclass
 class _Entry:
     """One instruction of the template (a loop body's entry stands for every iteration)."""
@@ -114,6 +162,9 @@ class _Entry:
     uf_ranges: tuple[tuple[int, int], ...] = ()  # candidate L0C block ranges
     uf_stride: tuple[int, int] = (0, 0)  # (period, run) in blocks: only the first run of every period (0: all)
     static_id: int | None = None  # the event id when it is a Python int (checked now), else None
+    faults: tuple[bool, ...] = (False,) * len(
+        FAULT_KINDS
+    )  # per FAULT_KINDS: a traced operand may fault (checked when it runs)
     tag: object = None  # the front end's name for the issue it came from (``RecordBuilder.tagged``)
 
 
@@ -280,6 +331,7 @@ class RecordBuilder:
         mode: SyncMode | None = None,
         flag_triple=None,
         channels=(),
+        faults=(),
     ) -> None:
         """Record one instruction on the current core.
 
@@ -290,11 +342,15 @@ class RecordBuilder:
         fewer rows than its Nz tile: one run per column of fractals).
         ``small_tile``: an mmad over fewer than 10 fp32 fractals; ``accumulate``: it adds to L0C; ``nop``: an
         mmad whose m, k or n is 0, which accesses nothing and takes no part in the unit-flag handshake (the
-        front end records it so; reports name it).
+        front end records it so; reports name it). ``faults``: ``Fault`` s of its traced operands; an issue
+        where one holds is a finding of its kind and accesses nothing (the first of a kind is reported).
         """
         pipe = Pipe.parse(pipe)
         if pipe not in core_pipes(self.core):
             raise ValueError(f"{name} runs on pipe {pipe}, which {CORE_NAMES[self.core]} does not have")
+        fault_operands, can_fault, faulty = _faults(faults)
+        if faulty is not None:
+            reads, writes = ([_unless(spec, faulty) for spec in specs] for specs in (reads, writes))
         accesses = [self._access(name, spec, False) for spec in reads] + [
             self._access(name, spec, True) for spec in writes
         ]
@@ -309,6 +365,7 @@ class RecordBuilder:
             "nop": jnp.asarray(nop, bool),
             "event_id": jnp.asarray(event_id, jnp.int32),
             "mode": jnp.asarray(-1 if mode is None else int(mode), jnp.int32),
+            **fault_operands,
         }
         uf_ranges = tuple((int(lo), int(hi)) for lo, hi in uf_blocks)
         if uf_role is not UnitFlagRole.NONE and not uf_ranges:
@@ -321,7 +378,7 @@ class RecordBuilder:
                 self.core, pipe, Sync(sync), name, site, loops, accesses, operands,
                 channels=tuple(channels), flag_triple=flag_triple, uf_role=UnitFlagRole(uf_role), uf_ranges=uf_ranges,
                 uf_stride=(period, run),
-                static_id=int(event_id) if isinstance(event_id, (int, np.integer)) else None,
+                static_id=int(event_id) if isinstance(event_id, (int, np.integer)) else None, faults=can_fault,
             )
         )  # fmt: skip
 
@@ -469,6 +526,7 @@ class Template:
     cross_scale: np.ndarray  # [N]
     cross_ids: tuple  # the event id of each counter id
     id_traced: np.ndarray  # [N] bool: a sync instruction whose event id is traced (checked when it runs)
+    faults: np.ndarray  # [N, len(FAULT_KINDS)] bool: a traced operand of the instance may fault, per kind
     channels: np.ndarray  # [N, 2] cross-core channel indices (-1: none)
     read_valid: np.ndarray  # [N, Rr] bool: the instance has a read in that slot
     write_valid: np.ndarray  # [N, Rw] bool
@@ -673,6 +731,7 @@ def _build(b: RecordBuilder) -> Record:
         for name, dtype in (
             ("enable", bool), ("cycles", jnp.int32), ("uf_mode", jnp.int32), ("small_tile", bool),
             ("accumulate", bool), ("nop", bool), ("event_id", jnp.int32), ("mode", jnp.int32),
+            *((f"{k}_{f}", jnp.int32) for k in FAULT_NAMES for f in ("what", "value", "limit")),
         )
     }  # fmt: skip
     reads = _access_slots(layout, first, "rd", write=False)
@@ -704,6 +763,7 @@ def _build(b: RecordBuilder) -> Record:
         cross_scale=cross_scale,
         cross_ids=cross_ids,
         id_traced=np.asarray([e.sync is not Sync.NONE and e.static_id is None for e, _ in flat], bool).reshape(n),
+        faults=np.asarray([e.faults for e, _ in flat], bool).reshape(n, len(FAULT_KINDS)),
         channels=channels,
         read_valid=reads[1],
         write_valid=writes[1],

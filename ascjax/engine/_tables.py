@@ -22,7 +22,7 @@ from jaxtyping import Array, Bool, Int
 
 from ..core import AIC, Finding, Pipe, gpipe
 from ._options import ControlOptions
-from ._record import SUB, Sync, Template
+from ._record import FAULT_KINDS, SUB, Sync, Template
 
 #: Pending signals one cross-core counter holds on a counter chip (the 16th overflows) [semantics §8].
 COUNTER_DEPTH = 15
@@ -33,7 +33,7 @@ PAIR_FLOOR = 64
 LIST_FLOOR = 8
 READ_SLOT_FLOOR, WRITE_SLOT_FLOOR = 4, 2
 #: The checks' groups of static finding rows, in the order the log concatenates them.
-ROW_GROUPS = ("races", "small_tile", "sync_events", "event_ids", "uninitialised", "bounds")
+ROW_GROUPS = ("races", "small_tile", "sync_events", "event_ids", "uninitialised", "bounds", "faults")
 
 
 class Static(eqx.Module):
@@ -80,6 +80,9 @@ class Static(eqx.Module):
     uninit_writes: Int[Array, " Mw"]  # writes that may land on such bytes
     bound_accs: Int[Array, " Mb"]  # accesses with a traced slot choice
     id_inst: Int[Array, " Mi"]  # sync instructions with a traced event id
+    fault_inst: Int[Array, " Mf"]  # instances a traced operand may fault, one row per (instance, kind)
+    fault_kind: Int[Array, " Mf"]  # the row's kind (a member of FAULT_KINDS; padding: 0)
+    fault_valid: Bool[Array, " Mf"]
     sync_inst: Int[Array, " Ms"]  # per finding a sync effect can raise: the instruction, the finding,
     sync_kind: Int[Array, " Ms"]  # and whether its completion (a set) or its start (a cross-core wait) raises it
     sync_at_end: Bool[Array, " Ms"]
@@ -157,6 +160,9 @@ def tables(t: Template, options: ControlOptions) -> Static:
     reporter = reporter.reshape(-1, 2)
     uninit_reads, uninit_writes = _uninit(t, acc)
     bound_accs, id_inst = np.flatnonzero(acc["traced"]), np.flatnonzero(t.id_traced)
+    fault_at = np.nonzero(t.faults)  # (instance, kind index), instances in order
+    fault_inst = fault_at[0].astype(np.int32)
+    fault_kind = np.asarray([int(FAULT_KINDS[j]) for j in fault_at[1]], np.int32)
     sync_rows = _sync_rows(t, options)
     listed = lambda x, floor=LIST_FLOOR: _pad(x, bucket(len(x), floor), 0)
     valid = lambda x, floor=LIST_FLOOR: _pad(np.ones(len(x), bool), bucket(len(x), floor), False)
@@ -167,6 +173,7 @@ def tables(t: Template, options: ControlOptions) -> Static:
         "event_ids": (id_inst, Finding.SYNC_ERROR, bucket(len(id_inst), LIST_FLOOR)),
         "uninitialised": (acc["inst"][uninit_reads], Finding.UNINITIALIZED, bucket(len(uninit_reads), LIST_FLOOR)),
         "bounds": (acc["inst"][bound_accs], Finding.BOUNDS, bucket(len(bound_accs), LIST_FLOOR)),
+        "faults": (fault_inst, fault_kind, bucket(len(fault_inst), LIST_FLOOR)),
     }
     seg_major, seg_minor = _segments(t, [groups[g] for g in ROW_GROUPS])
     spans = {False: t.read_span, True: t.write_span}
@@ -192,6 +199,7 @@ def tables(t: Template, options: ControlOptions) -> Static:
         uninit_reads=listed(uninit_reads),
         uninit_writes=_pad(uninit_writes, bucket(len(uninit_writes), LIST_FLOOR), m - 1),  # padding: never lands
         bound_accs=listed(bound_accs), id_inst=listed(id_inst),
+        fault_inst=listed(fault_inst), fault_kind=listed(fault_kind), fault_valid=valid(fault_inst),
         sync_inst=listed(sync_rows[0]), sync_kind=listed(sync_rows[1]), sync_at_end=listed(sync_rows[2]),
         m_list=m_list, seg_major=seg_major, seg_minor=seg_minor,
         n_flags=bucket(len(t.flag_bits), 8), n_entries=bucket(len(t.entries), 32),

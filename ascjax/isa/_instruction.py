@@ -72,8 +72,10 @@ class Instruction:
     use (default ``(name,)``); ``cost``: the ``Costs`` fields that price it; ``cycles``: what one
     issue takes on its pipe, ``cycles(costs, arguments, gm_dtypes)`` of the ``Costs`` table, the
     issue's arguments by parameter name and the GM tensors' dtypes (None: one cycle, a sync
-    instruction's: its latency is the edge's, ``SyncLatency``); ``summary``: one line of report
-    and documentation wording.
+    instruction's: its latency is the edge's, ``SyncLatency``); ``faults``: the rules its traced
+    operands may break, ``faults(chip, arguments, gm_shapes)`` -> ``engine.Fault`` s (the control plane reports an
+    issue that breaks one, and the issue accesses nothing); ``summary``: one line of report and
+    documentation wording.
     """
 
     name: str
@@ -88,6 +90,7 @@ class Instruction:
     sites: tuple[str, ...] = ()
     cost: tuple[str, ...] = ()
     cycles: Callable | None = None
+    faults: Callable | None = None
 
     def __post_init__(self):
         if not self.name.isidentifier():

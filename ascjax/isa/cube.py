@@ -25,10 +25,19 @@ def _cycles(c, a, gm):
     return c.mmad_head_cycles + mmad_cycles(c, lhs.dtype, rhs.c0, m, k, n, mx=mx)
 
 
+def _faults(chip, a, gm_shapes):
+    """An mmad's traced sizes against its tiles and the GEMV layout (the PyPTO-Pro spellings' sizes are static)."""
+    if "m" not in a:
+        return ()
+    gemv = a.get("disable_gemv", True)  # mmad_mx never runs GEMV
+    align = a.get("k_direction_align", False)
+    return ops.mmad_faults(chip, a["c"], a["a"], a["b"], a["m"], a["k"], a["n"], gemv, align)
+
+
 def _mmad(name, data, summary, operands, sites):
     return Instruction(
         name, data, InstrKind.MMAD, CoreKind.CUBE, Pipe.M, summary, operands=operands, sites=sites, cost=MMAD_COST,
-        cycles=_cycles,
+        cycles=_cycles, faults=_faults,
     )  # fmt: skip
 
 

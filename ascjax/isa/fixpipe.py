@@ -29,10 +29,16 @@ def _to_ub(c, a, gm):
     return l0c_to_ub_cycles(c, a["dst"].dtype, max(rows * cols for _, rows, _, cols in parts))
 
 
-def _read(name, data, summary, operands, sites, cost, cycles):
+def _to_gm_faults(chip, a, shapes):
+    """A fixpipe's traced sizes against its L0C region and its traced GM offsets against the output tensor."""
+    sizes = {k: a[k] for k in ("m", "n", "src_row", "src_col", "dst_row", "dst_col", "nz2nd") if k in a}
+    return ops.fixpipe_faults(a["src"], shapes[a["dst"]], **sizes)
+
+
+def _read(name, data, summary, operands, sites, cost, cycles, faults=None):
     return Instruction(
         name, data, InstrKind.L0C_READ, CoreKind.CUBE, Pipe.FIX, summary, operands=operands, sites=sites, cost=cost,
-        cycles=cycles,
+        cycles=cycles, faults=faults,
     )  # fmt: skip
 
 
@@ -46,9 +52,9 @@ def _config(name, data, summary, sync=Sync.NONE):
 GM_COST = (*FIX_COST, "gm_write_latency_cycles")
 INSTRUCTIONS = (
     (_read("fixpipe", ops.fixpipe, "L0C -> GM (Nz -> ND, cast, relu, quantise); the unit flag's reader side (STPhase)",
-           _TO_GM, ("fixpipe",), GM_COST, _to_gm), ()),
+           _TO_GM, ("fixpipe",), GM_COST, _to_gm, _to_gm_faults), ()),
     (_read("copy_l0c2gm", ops.fixpipe, "asc_copy_l0c2gm: fixpipe under its Ascend C name", _TO_GM, ("fixpipe",),
-           GM_COST, _to_gm), ()),
+           GM_COST, _to_gm, _to_gm_faults), ()),
     (_read("store", ops.store, "PyPTO-Pro store out of L0C: fixpipe with phase = STPhase",
            (*_TO_GM[:2], Operand("scale", (GM,))), ("fixpipe",), GM_COST, _to_gm), ((L0C, GM),)),
     (_read("copy_l0c2ub", ops.copy_l0c2ub, "L0C -> UB of one or both AIVs (Nz -> ND, cast), on the cube's FIX pipe",

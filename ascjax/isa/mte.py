@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import ops
 from ..core import Buffer, CoreKind, Format, InstrKind, Pipe
 from ..engine import transfer_cycles
+from ..ops import move, ub_move
 from ._instruction import Instruction, Operand
 
 GM, L1, L0A, L0B, BT, UB = Buffer.GM, Buffer.L1, Buffer.L0A, Buffer.L0B, Buffer.BT, Buffer.UB
@@ -48,10 +49,35 @@ def _to_l0b(c, a, gm):
     return transfer_cycles(a["dst"].nbytes, rate)
 
 
-def _copy(name, data, pipe, core, src, dst, summary, *, cost, cycles, sites=(), src_param="src", dst_param="dst"):
+def _gm2l1_faults(chip, a, shapes):
+    sizes = {k: a[k] for k in ("row", "col", "rows", "cols", "dst_row", "dst_col") if k in a}
+    return ops.offset_faults(*move.gm2l1_window(a["dst"], shapes[a["src"]], **sizes))
+
+
+def _gm2ub_faults(chip, a, shapes):
+    return ops.offset_faults(*ub_move.gm2ub_window(a["dst"], shapes[a["src"]], row=a["row"], col=a["col"]))
+
+
+def _ub2gm_faults(chip, a, shapes):
+    sizes = {k: a[k] for k in ("row", "col", "rows", "cols") if k in a}
+    return ops.offset_faults(*ub_move.ub2gm_window(a["src"], shapes[a["dst"]], **sizes))
+
+
+def _l1_faults(name):
+    """An MTE1 copy's traced window offsets into its L1 source."""
+
+    def faults(chip, a, shapes):
+        need = move.l1_need(name, a["dst"], a.get("transpose", False))
+        return ops.offset_faults(*move.l1_window(a["src"], need, a.get("row", 0), a.get("col", 0)))
+
+    return faults
+
+
+def _copy(name, data, pipe, core, src, dst, summary, *, cost, cycles, sites=(), faults=None):
     return Instruction(
         name, data, InstrKind.MOVE, core, pipe, summary,
-        operands=(Operand(src_param, src), Operand(dst_param, dst, write=True)), sites=sites, cost=cost, cycles=cycles,
+        operands=(Operand("src", src), Operand("dst", dst, write=True)), sites=sites, cost=cost, cycles=cycles,
+        faults=faults,
     )  # fmt: skip
 
 
@@ -59,22 +85,27 @@ CUBE, VECTOR = CoreKind.CUBE, CoreKind.VECTOR
 #: (instruction, the pl paths (src, dst) it serves)
 INSTRUCTIONS = (
     (_copy("copy_gm2l1", ops.copy_gm2l1, Pipe.MTE2, CUBE, (GM,), (L1,), "a GM window into an L1 tile (ND, or ND -> Nz)",
-           cost=MTE2_COST, cycles=_gm_to_l1, sites=("copy_gm2l1", "copy_gm2l1_nd2nz")), ((GM, L1),)),
+           cost=MTE2_COST, cycles=_gm_to_l1, sites=("copy_gm2l1", "copy_gm2l1_nd2nz"), faults=_gm2l1_faults),
+     ((GM, L1),)),
     (_copy("copy_gm2l1_nd2nz", ops.copy_gm2l1_nd2nz, Pipe.MTE2, CUBE, (GM,), (L1,),
-           "a GM window into an Nz L1 tile", cost=MTE2_COST, cycles=_gm_to_l1), ()),
+           "a GM window into an Nz L1 tile", cost=MTE2_COST, cycles=_gm_to_l1, faults=_gm2l1_faults), ()),
     (_copy("copy_l12l0a", ops.copy_l12l0a, Pipe.MTE1, CUBE, (L1,), (L0A,), "an L1 tile into L0A (the mmad's A)",
-           cost=("l1_to_l0a_bytes_per_cycle",), cycles=_on_chip("l1_to_l0a_bytes_per_cycle")), ((L1, L0A),)),
+           cost=("l1_to_l0a_bytes_per_cycle",), cycles=_on_chip("l1_to_l0a_bytes_per_cycle"),
+           faults=_l1_faults("copy_l12l0a")), ((L1, L0A),)),
     (_copy("copy_l12l0b", ops.copy_l12l0b, Pipe.MTE1, CUBE, (L1,), (L0B,), "an L1 tile into L0B (the mmad's B)",
-           cost=("l1_to_l0b_bytes_per_cycle", "l1_to_l0b_transposed_bytes_per_cycle"), cycles=_to_l0b), ((L1, L0B),)),
+           cost=("l1_to_l0b_bytes_per_cycle", "l1_to_l0b_transposed_bytes_per_cycle"), cycles=_to_l0b,
+           faults=_l1_faults("copy_l12l0b")), ((L1, L0B),)),
     (_copy("copy_l12bt", ops.copy_l12bt, Pipe.MTE1, CUBE, (L1,), (BT,), "an L1 row into the BiasTable",
-           cost=("l1_to_bt_bytes_per_cycle",), cycles=_on_chip("l1_to_bt_bytes_per_cycle")), ((L1, BT),)),
+           cost=("l1_to_bt_bytes_per_cycle",), cycles=_on_chip("l1_to_bt_bytes_per_cycle"),
+           faults=_l1_faults("copy_l12bt")), ((L1, BT),)),
     (_copy("copy_l12scale", ops.copy_l12scale, Pipe.MTE1, CUBE, (L1,), SCALES,
            "MX scales from L1 into ScaleLeft / ScaleRight (950)", cost=("l1_to_scale_bytes_per_cycle",),
            cycles=_on_chip("l1_to_scale_bytes_per_cycle")), ((L1, SCALES[0]), (L1, SCALES[1]))),
     (_copy("copy_gm2ub", ops.copy_gm2ub, Pipe.MTE2, VECTOR, (GM,), (UB,), "a GM window into a UB tile",
-           cost=MTE2_COST, cycles=_gm_to_ub), ((GM, UB),)),
+           cost=MTE2_COST, cycles=_gm_to_ub, faults=_gm2ub_faults), ((GM, UB),)),
     (_copy("copy_ub2gm", ops.copy_ub2gm, Pipe.MTE3, VECTOR, (UB,), (GM,), "a UB tile into a GM window",
-           cost=("mte3_bytes_per_cycle", "gm_write_latency_cycles"), cycles=_ub_to_gm), ((UB, GM),)),
+           cost=("mte3_bytes_per_cycle", "gm_write_latency_cycles"), cycles=_ub_to_gm, faults=_ub2gm_faults),
+     ((UB, GM),)),
     (_copy("insert", ops.copy_ub2l1, Pipe.MTE3, VECTOR, (UB,), (L1,), "TINSERT: a UB tile into an L1 tile, ND -> Nz",
            cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1), ((UB, L1),)),
     (_copy("copy_ub2l1", ops.copy_ub2l1, Pipe.MTE3, VECTOR, (UB,), (L1,), "a UB tile into an L1 tile, ND -> Nz",

@@ -1,17 +1,18 @@
 """Pure ops: each is ``state -> state``, jit-able and usable inside ``lax.scan``."""
 
 from .cross_core import set_cross_core, wait_cross_core
-from .cube import mmad
+from .cube import mmad, mmad_faults
 from .fixpipe import (
     MMAD_DIRECTION_M,
     MMAD_DIRECTION_N,
     fixpipe,
+    fixpipe_faults,
     set_ctrl_saturation,
     set_l0c_copy_config,
     set_mmad_direction,
 )
 from .mmad_mx import copy_l12scale, matmul_mx, matmul_mx_acc, mmad_mx
-from .move import copy_gm2l1, copy_gm2l1_nd2nz, copy_l12bt, copy_l12l0a, copy_l12l0b
+from .move import copy_gm2l1, copy_gm2l1_nd2nz, copy_l12bt, copy_l12l0a, copy_l12l0b, offset_faults
 from .pypto import matmul, matmul_acc, move_to_vec, store
 from .sync import sync_notify, sync_pipe, sync_wait
 from .ub_move import AccToVecMode, copy_gm2ub, copy_l0c2ub, copy_ub2gm, copy_ub2l1, split
@@ -49,9 +50,12 @@ __all__ = [
     "copy_l12l0a",
     "copy_l12l0b",
     "fixpipe",
+    "fixpipe_faults",
     "matmul",
     "matmul_acc",
     "mmad",
+    "mmad_faults",
+    "offset_faults",
     "mmad_mx",
     "matmul_mx",
     "matmul_mx_acc",

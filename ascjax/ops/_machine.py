@@ -152,16 +152,12 @@ def warn(state: State, cond, bit: int, op: int) -> State:
     return eqx.tree_at(lambda s: s.warn_op, state, indexed.put(state.warn_op, bit, op, first))
 
 
-def in_range(value, limit) -> jnp.ndarray:
-    """0 <= value <= limit, for a Python int or a traced value."""
-    value = jnp.asarray(value)
-    return (value >= 0) & (value <= limit)
-
-
-def check_bounds(state: State, active, op: int, pipe: Pipe, value, limit: int, what: int) -> tuple[State, jnp.ndarray]:
-    """BOUNDS error when an active op's ``value`` is outside [0, limit]; returns the ok bit."""
-    ok = in_range(value, limit)
-    return fail(state, active & ~ok, Verdict.BOUNDS, op, pipe, a=value, b=limit, c=what), ok
+def outside(value, limit):
+    """Whether ``value`` lies outside [0, limit]: a Python bool when it is static, else traced."""
+    v = static_int(value)
+    if v is not None:
+        return not 0 <= v <= limit
+    return (jnp.asarray(value) < 0) | (jnp.asarray(value) > limit)
 
 
 def event_id_int(event_id, where: str) -> int | None:

@@ -111,6 +111,9 @@ def set_cross_core(
     ``UNICAST_BLOCK`` set names its AIV with ``peer``. ``when`` (traced allowed) makes the set
     conditional: False skips it.
     """
+    if state.data_only:  # the data plane: the static checks are all a sync instruction has
+        _check(state, "set_cross_core", pipe, event_id, sync_mode, core_of(sub), peer)
+        return state
     state, core, pipe, mode, peer_i, op, ev, run = _begin(
         state, "set_cross_core", pipe, event_id, sync_mode, sub, peer, when
     )
@@ -164,6 +167,9 @@ def wait_cross_core(
     pipe of its core, on 950 only ``pipe``: later ops on other pipes are not ordered after it.
     ``when`` (traced allowed) makes the wait conditional (e.g. Engram's cold start).
     """
+    if state.data_only:  # the data plane: the static checks are all a sync instruction has
+        _check(state, "wait_cross_core", pipe, event_id, sync_mode, core_of(sub), peer)
+        return state
     state, core, pipe, mode, peer_i, op, ev, run = _begin(
         state, "wait_cross_core", pipe, event_id, sync_mode, sub, peer, when
     )

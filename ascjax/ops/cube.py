@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -12,15 +14,15 @@ import numpy as np
 
 from .. import dtypes, granules, hazards, sites, timing
 from ..chip import CHIPS
-from ..core import AIC, SMALL_TILE, Buffer, Format, Pipe, Verdict
-from ..engine import mmad_cycles
+from ..core import AIC, BOUNDS_WHAT, SMALL_TILE, Buffer, Finding, Format, Pipe, Verdict
+from ..engine import Fault, mmad_cycles
 from ..formats import mx as mx_format
 from ..formats import values
-from ..layout import from_fractal, to_fractal
+from ..layout import FRACTAL_ROWS, from_fractal, to_fractal
 from ..memory import Tile
 from ..state import State
 from . import unit_flag
-from ._machine import check_bounds, clock_op, fail, issue, static_int, touch_tile
+from ._machine import clock_op, fail, issue, outside, static_int, touch_tile
 from .fixpipe import MMAD_DIRECTION_M
 from .move import _expect, _need, write_tile
 from .unit_flag import block_window, handshake, mode_value, region_mask
@@ -72,6 +74,36 @@ def _saturate(x, saturation):
     return jnp.where(saturation, sat, x)
 
 
+def mmad_limits(chip, c: Tile, a: Tile, b: Tile) -> tuple[int, int, int]:
+    """The largest valid m, k and n of an mmad of these tiles (the cube's largest size bounds each)."""
+    return (
+        min(a.rows if a.fmt is not Format.ND else 1, c.rows, chip.max_mmad_dim),
+        min(a.cols, b.rows, chip.max_mmad_dim),
+        min(b.cols, c.cols, chip.max_mmad_dim),
+    )
+
+
+def mmad_faults(chip, c: Tile, a: Tile, b: Tile, m, k, n, disable_gemv=False, k_direction_align=False) -> list[Fault]:
+    """The rules an mmad's traced sizes may break, in the order they are checked: m, k and n within their tiles,
+    k rounded up to 16 within them (an fp32 mmad with ``k_direction_align``), then the GEMV layout (m == 1 runs
+    GEMV, which reads A as ND; other sizes read a fractal A) of an mmad whose sizes are all valid and nonzero.
+    A fault is False where the sizes are static (those rules are checked at the call)."""
+    limits = mmad_limits(chip, c, a, b)
+    out = [Fault(Finding.BOUNDS, outside(v, limits[i]), i, v, limits[i]) for i, v in enumerate((m, k, n))]
+    if k_direction_align and a.dtype == "float32":
+        limit = min(a.padded[1], b.padded[0])
+        aligned = (jnp.asarray(k) + FRACTAL_ROWS - 1) // FRACTAL_ROWS * FRACTAL_ROWS
+        bad = outside(k, limit) if static_int(k) is not None else outside(aligned, limit)
+        out.append(Fault(Finding.BOUNDS, bad, BOUNDS_WHAT.index("k (aligned)"), aligned, limit))
+    if all(static_int(v) is not None for v in (m, k, n, disable_gemv)):
+        return out
+    sizes_ok = ~functools.reduce(lambda x, y: x | y, (jnp.asarray(f.bad) for f in out))
+    gemv = (jnp.asarray(m) == 1) & (~jnp.asarray(disable_gemv, bool) if chip.gemv_can_be_disabled else True)
+    nonzero = (jnp.asarray(m) > 0) & (jnp.asarray(k) > 0) & (jnp.asarray(n) > 0)
+    out.append(Fault(Finding.LAYOUT, sizes_ok & nonzero & (gemv != (a.fmt is Format.ND)), 0, m, gemv))
+    return out
+
+
 def mmad(
     state: State,
     c: Tile,
@@ -121,11 +153,7 @@ def mmad(
     )
 
     # static checks of the valid sizes where they are known at trace time
-    limits = {
-        0: min(a.rows if a.fmt is not Format.ND else 1, c.rows, chip.max_mmad_dim),
-        1: min(a.cols, b.rows, chip.max_mmad_dim),
-        2: min(b.cols, c.cols, chip.max_mmad_dim),
-    }
+    limits = mmad_limits(chip, c, a, b)
     for what, value in enumerate((m, k, n)):
         v = static_int(value)
         if v is not None and not 0 <= v <= limits[what]:
@@ -156,19 +184,10 @@ def mmad(
         )
 
     state, active = issue(state, Pipe.M)
-    ok = jnp.asarray(True)
-    for what, value in enumerate((m, k, n)):
-        state, good = check_bounds(state, active, op, Pipe.M, value, limits[what], what)
-        ok = ok & good
-    if k_direction_align and a.dtype == "float32":
-        k_aligned = (jnp.asarray(k) + 15) // 16 * 16
-        state, good = check_bounds(state, active, op, Pipe.M, k_aligned, min(a.padded[1], b.padded[0]), 6)
-        ok = ok & good
-    gemv = (jnp.asarray(m) == 1) & (~jnp.asarray(disable_gemv) if chip.gemv_can_be_disabled else True)
-    nonzero = (jnp.asarray(m) > 0) & (jnp.asarray(k) > 0) & (jnp.asarray(n) > 0)
-    layout_bad = nonzero & (gemv != (a.fmt is Format.ND))
-    state = fail(state, active & ok & layout_bad, Verdict.LAYOUT, op, Pipe.M, a=m, b=gemv)
-    runs = active & ok & ~layout_bad & nonzero
+    runs = active & (jnp.asarray(m) > 0) & (jnp.asarray(k) > 0) & (jnp.asarray(n) > 0)
+    for f in mmad_faults(chip, c, a, b, m, k, n, disable_gemv, k_direction_align):
+        state = fail(state, active & f.bad, Verdict[f.kind.name], op, Pipe.M, a=f.value, b=f.limit, c=f.what)
+        runs = runs & ~jnp.asarray(f.bad)
 
     m_pad, n_pad = _ceil16(jnp.asarray(m)), _ceil16(jnp.asarray(n))
     mask = region_mask(c, chip, 0, m_pad, 0, n_pad)

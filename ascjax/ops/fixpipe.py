@@ -9,12 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import hazards, sites, timing
-from ..core import AIC, Buffer, Format, Pipe, Verdict
-from ..engine import fix_fractal_cycles
+from ..core import AIC, Buffer, Finding, Format, Pipe, Verdict
+from ..engine import Fault, fix_fractal_cycles
 from ..formats import quant
 from ..layout import from_fractal, to_fractal
+from ..memory import Tile
 from ..state import WARN_DIRECTION, State, WaitKind
-from ._machine import clock_op, fail, hint_release, issue, poison, static_int, touch_gm, touch_tile, warn
+from ._machine import clock_op, fail, hint_release, issue, outside, poison, static_int, touch_gm, touch_tile, warn
 from .move import _expect, _need
 from .unit_flag import block_window, handshake, mode_value, region_mask, tile_blocks
 
@@ -57,6 +58,23 @@ def _scale_operand(state: State, scale):
         "rule 'quant scale': a quantisation scale must be finite (the 950 fixpipe rejects inf/NaN scales)",
     )
     return scale.astype(jnp.float32), ("tensor" if scale.ndim == 0 else "channel")
+
+
+def fixpipe_faults(src: Tile, gm_shape, *, m=None, n=None, src_row=0, src_col=0, dst_row=0, dst_col=0, nz2nd=True):
+    """The rules a fixpipe's traced sizes and offsets may break, in order: m and n within the L0C region, then
+    (ND output) the (m x n) block at (dst_row, dst_col) within the GM tensor. Static ones are checked at the call."""
+    m = src.rows - src_row if m is None else m
+    n = src.cols - src_col if n is None else n
+    win_r = static_int(m) if static_int(m) is not None else src.padded[0] - src_row
+    win_c = static_int(n) if static_int(n) is not None else src.padded[1] - src_col
+    out = [
+        Fault(Finding.BOUNDS, outside(v, limit), what, v, limit) for v, limit, what in ((m, win_r, 0), (n, win_c, 2))
+    ]
+    if nz2nd and len(gm_shape) == 2 and not all(static_int(v) is not None for v in (m, n, dst_row, dst_col)):
+        for v, size, limit, what in ((dst_row, m, gm_shape[0], 3), (dst_col, n, gm_shape[1], 4)):
+            v = jnp.asarray(v, jnp.int32)
+            out.append(Fault(Finding.BOUNDS, (v < 0) | (v + size > limit), what, v, limit - jnp.asarray(size)))
+    return out
 
 
 def fixpipe(
@@ -144,17 +162,11 @@ def fixpipe(
     )
 
     state, active = issue(state, Pipe.FIX)
-    ok = (jnp.asarray(m) >= 0) & (jnp.asarray(m) <= win_r) & (jnp.asarray(n) >= 0) & (jnp.asarray(n) <= win_c)
-    state = fail(
-        state,
-        active & ~ok,
-        Verdict.BOUNDS,
-        op,
-        Pipe.FIX,
-        a=jnp.where(jnp.asarray(m) <= win_r, n, m),
-        b=jnp.where(jnp.asarray(m) <= win_r, win_c, win_r),
-        c=jnp.where(jnp.asarray(m) <= win_r, 2, 0),
-    )
+    ok = jnp.asarray(True)
+    for f in fixpipe_faults(src, g.shape, m=m, n=n, src_row=src_row, src_col=src_col, dst_row=dst_row,
+                            dst_col=dst_col, nz2nd=nz2nd):  # fmt: skip
+        state = fail(state, active & ok & f.bad, Verdict.BOUNDS, op, Pipe.FIX, a=f.value, b=f.limit, c=f.what)
+        ok = ok & ~jnp.asarray(f.bad)
     if nz2nd:
         _need(g.ndim == 2, f"fixpipe with nz2nd writes a 2-D GM tensor, {dst!r} has shape {g.shape}")
         if all(static_int(v) is not None for v in (m, n, dst_row, dst_col)):
@@ -164,24 +176,6 @@ def fixpipe(
                 f"rule 'GM window': fixpipe writes a {rows}x{cols} block of {src} at ({r0}, {c0}) of GM output "
                 f"{dst!r}, which is {g.shape[0]}x{g.shape[1]}: declare {dst!r} large enough or pass m / n",
             )
-        fits = (
-            (jnp.asarray(dst_row) >= 0)
-            & (jnp.asarray(dst_row) + m <= g.shape[0])
-            & (jnp.asarray(dst_col) >= 0)
-            & (jnp.asarray(dst_col) + n <= g.shape[1])
-        )
-        row_bad = (jnp.asarray(dst_row) < 0) | (jnp.asarray(dst_row) + m > g.shape[0])
-        state = fail(
-            state,
-            active & ok & ~fits,
-            Verdict.BOUNDS,
-            op,
-            Pipe.FIX,
-            a=jnp.where(row_bad, dst_row, dst_col),
-            b=jnp.where(row_bad, g.shape[0] - m, g.shape[1] - n),
-            c=jnp.where(row_bad, 3, 4),
-        )
-        ok = ok & fits
     else:
         for v, name in ((m, "m"), (n, "n"), (dst_row, "dst_row"), (dst_col, "dst_col")):
             _need(static_int(v) is not None, f"fixpipe keeping Nz needs a static {name}")

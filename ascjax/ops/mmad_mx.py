@@ -192,7 +192,6 @@ def copy_l12scale(state: State, dst: Tile, src: Tile, *, row=0, col=0) -> State:
         (row, col),
         (src_nd.shape[0] - rows, src_nd.shape[1] - cols),
         (unit_r, unit_c),
-        (3, 4),
     )
     execute = active & ok
     state, racy = touch_tile(

@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import sites
-from ..core import Buffer, Format, Pipe, Verdict
-from ..engine import transfer_cycles
+from ..core import BOUNDS_WHAT, Buffer, Finding, Format, Pipe, Verdict
+from ..engine import Fault, transfer_cycles
 from ..layout import from_fractal, pad_to, to_fractal
 from ..memory import Tile
 from ..state import State
@@ -31,22 +31,56 @@ def write_tile(state: State, tile: Tile, phys, execute, racy=False) -> State:
     return state.with_tile(tile, jnp.where(execute, phys, state.tile(tile)))
 
 
-def checked_offsets(state, active, op, pipe, offsets, limits, units, whats):
+#: the BOUNDS_WHAT indices of a window's (row, column) offsets
+OFFSET_WHATS = (BOUNDS_WHAT.index("row offset"), BOUNDS_WHAT.index("column offset"))
+
+
+def offset_faults(offsets, limits, units) -> list[Fault]:
+    """The traced (row, col) offsets of a window as ``Fault`` s: each must lie in [0, limit] on its unit's grid
+    (static offsets are checked at the call)."""
+    out = []
+    for value, limit, unit, what in zip(offsets, limits, units, OFFSET_WHATS):
+        if static_int(value) is None:
+            v = jnp.asarray(value, jnp.int32)
+            out.append(Fault(Finding.BOUNDS, (v < 0) | (v > limit) | (v % unit != 0), what, v, limit))
+    return out
+
+
+def checked_offsets(state, active, op, pipe, offsets, limits, units):
     """BOUNDS/alignment check of (possibly traced) offsets; returns the state and the ok bit."""
-    ok = jnp.asarray(True)
-    for value, limit, unit, what in zip(offsets, limits, units, whats):
+    for value, limit, unit, what in zip(offsets, limits, units, OFFSET_WHATS):
         v = static_int(value)
         if v is not None:
-            _need(0 <= v <= limit, f"rule 'bounds': {BOUNDS_NAME[what]} {v} is outside [0, {limit}]")
-            _need(v % unit == 0, f"rule 'fractal alignment': {BOUNDS_NAME[what]} {v} is not a multiple of {unit}")
-            continue
-        good = (value >= 0) & (value <= limit) & (value % unit == 0)
-        state = fail(state, active & ~good, Verdict.BOUNDS, op, pipe, a=value, b=limit, c=what)
-        ok = ok & good
+            _need(0 <= v <= limit, f"rule 'bounds': {BOUNDS_WHAT[what]} {v} is outside [0, {limit}]")
+            _need(v % unit == 0, f"rule 'fractal alignment': {BOUNDS_WHAT[what]} {v} is not a multiple of {unit}")
+    ok = jnp.asarray(True)
+    for f in offset_faults(offsets, limits, units):
+        state = fail(state, active & f.bad, Verdict.BOUNDS, op, pipe, a=f.value, b=f.limit, c=f.what)
+        ok = ok & ~f.bad
     return state, ok
 
 
-BOUNDS_NAME = {3: "row offset", 4: "column offset"}
+def gm2l1_window(dst: Tile, gm_shape, *, row=0, col=0, rows=None, cols=None, dst_row=0, dst_col=0):
+    """(offsets, their limits, their units) of ``copy_gm2l1``'s GM window."""
+    rows = dst.rows - dst_row if rows is None else rows
+    cols = dst.cols - dst_col if cols is None else cols
+    return (row, col), (gm_shape[0] - rows, gm_shape[1] - cols), (1, 1)
+
+
+def l1_window(src: Tile, need, row, col):
+    """(offsets, their limits, their units) of an MTE1 copy reading the ``need`` top-left part of a window at
+    (row, col) of ``src``: the window lies in its padded shape, on its fractal grid."""
+    rp, cp = src.padded
+    units = (16, src.c0) if src.fmt is Format.NZ else (1, 1)
+    return (row, col), (rp - need[0], cp - need[1]), units
+
+
+def l1_need(name: str, dst: Tile, transpose: bool = False) -> tuple[int, int]:
+    """The part of its L1 window an MTE1 copy ``name`` into ``dst`` reads (rows, cols of the L1 tile)."""
+    flip = transpose if name == "copy_l12l0a" else not transpose
+    if name == "copy_l12bt":
+        return (1, dst.cols)
+    return (dst.cols, dst.rows) if flip else (dst.rows, dst.cols)
 
 
 def copy_gm2l1(
@@ -86,9 +120,8 @@ def copy_gm2l1(
         f"{src}[{row}:+{rows}, {col}:+{cols}] -> {dst}",
     )
     state, active = issue(state, Pipe.MTE2)
-    state, ok = checked_offsets(
-        state, active, op, Pipe.MTE2, (row, col), (g.shape[0] - rows, g.shape[1] - cols), (1, 1), (3, 4)
-    )
+    offsets = gm2l1_window(dst, g.shape, row=row, col=col, rows=rows, cols=cols)
+    state, ok = checked_offsets(state, active, op, Pipe.MTE2, *offsets)
     window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
     nd = from_fractal(state.tile(dst), dst.fmt)
     span_c = min(-(-cols // unit_c) * unit_c, nd.shape[1] - dst_col)  # nd2nz pads each row to 32 B
@@ -119,21 +152,11 @@ def _window(state, op, pipe, active, src: Tile, shape, need, row, col):
     Past ``need`` the window is destination padding: where it runs beyond ``src`` it reads zeros.
     """
     src_nd = from_fractal(state.tile(src), src.fmt)
-    unit_r, unit_c = (16, src.c0) if src.fmt is Format.NZ else (1, 1)
     _need(
         need[0] <= src_nd.shape[0] and need[1] <= src_nd.shape[1],
         f"rule 'bounds': a {need[0]}x{need[1]} window does not fit {src} (padded {src_nd.shape[0]}x{src_nd.shape[1]})",
     )
-    state, ok = checked_offsets(
-        state,
-        active,
-        op,
-        pipe,
-        (row, col),
-        (src_nd.shape[0] - need[0], src_nd.shape[1] - need[1]),
-        (unit_r, unit_c),
-        (3, 4),
-    )
+    state, ok = checked_offsets(state, active, op, pipe, *l1_window(src, need, row, col))
     state, racy = touch_tile(
         state, src, pipe, op, write=False, active=active & ok, row0=row, rows=need[0], col0=col, cols=need[1]
     )

@@ -59,6 +59,8 @@ def sync_notify(state: State, src, dst, event_id, *, sub: int | None = None) -> 
     """
     core = core_of(sub)
     src, dst = _pair(state, src, dst, event_id, "sync_notify", core)
+    if state.data_only:  # the data plane: the static checks above are all a sync instruction has
+        return state
     op = sites.register("sync_notify", src, f"{src} -> {dst} event {event_id}", core=core)
     state, active = issue(state, src, core, data=False)
     state, ok, ev = _event(state, active, op, src, event_id, core)
@@ -95,6 +97,8 @@ def sync_wait(state: State, src, dst, event_id, *, sub: int | None = None) -> St
     """``asc_sync_wait`` / ``WaitFlag<SRC_DST>(id)``: pipe ``dst`` waits for the flag, then clears it."""
     core = core_of(sub)
     src, dst = _pair(state, src, dst, event_id, "sync_wait", core)
+    if state.data_only:  # the data plane: the static checks above are all a sync instruction has
+        return state
     op = sites.register("sync_wait", dst, f"{src} -> {dst} event {event_id}", core=core)
     state, active = issue(state, dst, core, data=False)
     state, ok, ev = _event(state, active, op, dst, event_id, core)
@@ -131,6 +135,8 @@ def sync_pipe(state: State, pipe, *, sub: int | None = None) -> State:
     """
     core = core_of(sub)
     if str(pipe).upper().removeprefix("PIPE_") == "ALL":
+        if state.data_only:
+            return state
         op = sites.register("sync_pipe", Pipe.S, "PIPE_ALL", core=core)
         state, active = issue(state, Pipe.S, core, data=False)
         w = state.wait
@@ -152,6 +158,8 @@ def sync_pipe(state: State, pipe, *, sub: int | None = None) -> State:
         return state
     pipe = Pipe.parse(pipe)
     _need(pipe is not Pipe.S, "rule 'barrier pipe': PipeBarrier orders one pipe or PIPE_ALL, not PIPE_S")
+    if state.data_only:
+        return state
     op = sites.register("sync_pipe", pipe, f"PIPE_{pipe}", core=core)
     state, active = issue(state, pipe, core, data=False)
     state, _, _ = clock_op(state, pipe, op, active, 0.0, core=core)

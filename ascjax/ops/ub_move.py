@@ -64,6 +64,18 @@ def _gm(state: State, name: str, write: bool):
     return g
 
 
+def gm2ub_window(dst: Tile, gm_shape, *, row=0, col=0):
+    """(offsets, their limits, their units) of ``copy_gm2ub``'s GM window (the whole ``dst`` tile)."""
+    return (row, col), (gm_shape[0] - dst.rows, gm_shape[1] - dst.cols), (1, 1)
+
+
+def ub2gm_window(src: Tile, gm_shape, *, row=0, col=0, rows=None, cols=None):
+    """(offsets, their limits, their units) of ``copy_ub2gm``'s GM window."""
+    rows = src.rows if rows is None else rows
+    cols = src.cols if cols is None else cols
+    return (row, col), (gm_shape[0] - rows, gm_shape[1] - cols), (1, 1)
+
+
 def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, sub: int) -> State:
     """MTE2 of AIV ``sub``: load the ``dst``-shaped window at (row, col) of GM tensor ``src`` (traced offsets allowed)."""
     _expect(dst, Buffer.UB, "dst")
@@ -77,9 +89,7 @@ def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, sub: int) -> 
     core = core_of(sub)
     op = sites.register("copy_gm2ub", Pipe.MTE2, f"{src}[{row}:+{rows}, {col}:+{cols}] -> {dst}", core=core)
     state, active = issue(state, Pipe.MTE2, core)
-    state, ok = checked_offsets(
-        state, active, op, Pipe.MTE2, (row, col), (g.shape[0] - rows, g.shape[1] - cols), (1, 1), (3, 4)
-    )
+    state, ok = checked_offsets(state, active, op, Pipe.MTE2, *gm2ub_window(dst, g.shape, row=row, col=col))
     execute = active & ok
     state, racy = touch_gm(
         state, src, Pipe.MTE2, op, write=False, active=execute, row0=row, rows=rows, col0=col, cols=cols, core=core
@@ -114,9 +124,8 @@ def copy_ub2gm(
     core = core_of(sub)
     op = sites.register("copy_ub2gm", Pipe.MTE3, f"{src}[:{rows}, :{cols}] -> {dst}[{row}, {col}]", core=core)
     state, active = issue(state, Pipe.MTE3, core)
-    state, ok = checked_offsets(
-        state, active, op, Pipe.MTE3, (row, col), (g.shape[0] - rows, g.shape[1] - cols), (1, 1), (3, 4)
-    )
+    offsets = ub2gm_window(src, g.shape, row=row, col=col, rows=rows, cols=cols)
+    state, ok = checked_offsets(state, active, op, Pipe.MTE3, *offsets)
     execute = active & ok
     state, racy = touch_tile(
         state, src, Pipe.MTE3, op, write=False, active=execute, rows=rows, cols=cols, core=core, sub=sub
