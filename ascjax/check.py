@@ -17,7 +17,7 @@ from .chip import Chip, get_chip
 from .core import Verdict
 from .engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_control, sync_latency
 from .finding_words import FindingText, describe
-from .run import record_kernel
+from .run import gm_inputs, output_spec, record_kernel
 from .timeline import Timeline
 
 
@@ -78,16 +78,17 @@ def check(
     options = options or ControlOptions()
     chip = get_chip(chip)
     costs = default_costs(chip) if costs is None else costs
-    template = []
-
-    def recorded_and_run(params):  # one compiled program: recording's array work and the control plane together
-        record = record_kernel(kernel, inputs, outputs, chip=chip, params=params, costs=costs)
-        template.append(record.template)
-        return record.operands, run_control(record, options, sync_latency(costs))
-
-    operands, result = eqx.filter_jit(recorded_and_run)(dict(params or {}))  # array parameters are traced
-    record = Record(template[0], operands)
+    inputs = gm_inputs(inputs)
+    record, result = _recorded_and_run(kernel, inputs, output_spec(outputs), chip, dict(params or {}), costs, options)
     return CheckResult(record, result, tuple(describe(record, result)), chip, costs)
+
+
+@eqx.filter_jit
+def _recorded_and_run(kernel, inputs: dict, spec: tuple, chip: Chip, params: dict, costs: Costs, options):
+    """One compiled program, recording's array work and the control plane together; compiled once per kernel
+    and static arguments (array parameters and inputs are traced)."""
+    record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs)
+    return record, run_control(record, options, sync_latency(costs))
 
 
 __all__ = ["CheckResult", "check"]

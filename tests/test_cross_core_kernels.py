@@ -12,13 +12,14 @@ import ascjax as aj
 KERNELS = pathlib.Path(__file__).resolve().parent.parent / "kernels"
 FILES = ["matmul_softmax.py", "vec_cube.py", "engram.py", "kda.py"]
 # the larger kernels compile for tens of seconds each: their twins run in the slow session (nox -s slow)
-# (CI runs matmul_softmax, vec_cube and their twins but matmul_softmax_no_set; engram and KDA run in the slow
-# session, and the control plane's and the data plane's corpus tests run every case there too)
+# (CI runs matmul_softmax, vec_cube and their twins but matmul_softmax_no_set and vec_cube_abs_sqrt_matmul; engram
+# and KDA run in the slow session, and the control plane's and the data plane's corpus tests run every case there too)
 SLOW = {
     "engram",
     "engram_sections",  # tens of seconds cold; the data plane's and the control plane's corpus tests run it too
     "matmul_softmax_no_set",
     "vec_cube_one_aiv_sets",  # INTRA_BLOCK needing both AIVs: tests/test_cross_core.py
+    "vec_cube_abs_sqrt_matmul",  # tens of seconds cold; the two planes' twin test runs it against NumPy
     "engram_no_cold_start",
     "engram_no_ack_wait",
     "engram_no_drain",

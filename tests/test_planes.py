@@ -59,6 +59,7 @@ def test_a_deadlocked_wait_stops_its_section_and_the_good_twin_runs_on():
     assert not np.any(np.asarray(stuck.outputs["out"]))
     good = aj.build_case(str(KERNELS / "vec_cube.py"), "vec_cube_abs_sqrt_matmul")
     ran = run_planes(good.kernel, good.inputs, good.outputs, chip=good.chip, params=good.params)
+    assert ran.verdict is good.expect is aj.Verdict.OK, str(ran.check)
     want = good.reference(good.inputs)["out"]
     np.testing.assert_allclose(np.asarray(ran.outputs["out"], np.float64), want, atol=good.atol, rtol=0)
 

@@ -100,15 +100,6 @@ def test_a_cross_core_wait_names_the_set_it_took_and_the_picture_is_drawn(tmp_pa
 
 
 def test_a_run_that_kept_no_timeline_says_so():
-    case = aj.build_case(str(KERNELS / "matmul.py"), "matmul_256")
-    found = aj.check(case.kernel, case.inputs, case.outputs, params=case.params)
-    assert found.timeline().summary()["bound"] in ("MTE2", "sync")
-    found = aj.check(
-        case.kernel,
-        case.inputs,
-        case.outputs,
-        params=case.params,
-        options=aj.engine.ControlOptions(keep_timeline=False),
-    )
+    found = _check(_chain, options=aj.engine.ControlOptions(keep_timeline=False))
     with pytest.raises(ValueError, match="keep_timeline"):
         found.timeline()

@@ -162,9 +162,7 @@ class _Entry:
     uf_ranges: tuple[tuple[int, int], ...] = ()  # candidate L0C block ranges
     uf_stride: tuple[int, int] = (0, 0)  # (period, run) in blocks: only the first run of every period (0: all)
     static_id: int | None = None  # the event id when it is a Python int (checked now), else None
-    faults: tuple[bool, ...] = (False,) * len(
-        FAULT_KINDS
-    )  # per FAULT_KINDS: a traced operand may fault (checked when it runs)
+    faults: tuple[bool, ...] = (False,) * len(FAULT_KINDS)  # per kind: a traced operand may fault
     tag: object = None  # the front end's name for the issue it came from (``RecordBuilder.tagged``)
 
 
