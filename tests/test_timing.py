@@ -85,6 +85,7 @@ def test_costs_are_arrays_a_vmap_sweeps_and_grad_differentiates():
     assert float(d_head) == 1.0 and float(d_latency) >= 2.0  # two syncs on the critical path
 
 
+@pytest.mark.slow  # version 1's event buffer (tens of seconds cold); the control plane's timeline: test_timeline.py
 def test_events_are_fixed_shape_and_work_under_vmap():
     case = measurement_case(True)
 
