@@ -69,11 +69,11 @@ def check(
 
     ``inputs`` / ``outputs`` are as for ``ascjax.run`` (only their shapes and dtypes matter);
     ``options`` (``ascjax.engine.ControlOptions``) picks the execution model's variants and how
-    many findings are kept. Arrays among ``params`` are traced, as in ``run``: a traced size, offset or trip count
-    past its limit is a finding (BOUNDS, LAYOUT). The data functions run only abstractly: no data is computed, and
-    their trace-time checks (dtypes, alignment, shapes, flag pipes) raise as in ``run``. ``costs`` (``ascjax.Costs``, default: the chip's
-    table) price each instruction and sync edge, so the timeline and the order of concurrent events are the
-    timing model's.
+    many findings are kept. Arrays among ``params`` are traced, as in ``run``: a traced size, offset or trip
+    count past its limit is a finding (BOUNDS, LAYOUT). The data functions run only abstractly: no data is
+    computed, and their trace-time checks (dtypes, alignment, shapes, flag pipes) raise as in ``run``.
+    ``costs`` (``ascjax.Costs``, default: the chip's table) price each instruction and sync edge, so the
+    timeline and the order of concurrent events are the timing model's.
     """
     options = options or ControlOptions()
     chip = get_chip(chip)

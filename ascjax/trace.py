@@ -10,6 +10,7 @@ import numpy as np
 from . import sites
 from .core import CORE_NAMES, N_PIPES, Pipe, pipe_name
 from .hazards import N_GLOBAL_PIPES
+from .timeline import summary_text  # noqa: F401 - one wording of the summary for both engines
 from .timing import REASONS
 
 _BOUND = {
@@ -57,18 +58,6 @@ def summary(state, index: int | None = None) -> dict:
         "events": int(t.ev_count),
         "events_kept": min(int(t.ev_count), int(t.ev_op.shape[0])),
     }
-
-
-def summary_text(info: dict) -> str:
-    lines = [
-        f"cycles: {info['cycles']:,.0f} ({info['microseconds']:.2f} us), bound: {info['bound']}, "
-        f"{100 * info['cube_peak_fraction']:.0f} % of cube peak"
-    ]
-    for name, p in info["pipes"].items():
-        lines.append(
-            f"  {name:9s} busy {p['busy_cycles']:>10,.0f}  stall {p['stall_cycles']:>10,.0f}  done at {p['end_cycle']:>10,.0f}"
-        )
-    return "\n".join(lines)
 
 
 def events(state, index: int | None = None) -> list[dict]:
