@@ -17,6 +17,7 @@ from .chip import Chip, get_chip
 from .core import Verdict
 from .engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_control, sync_latency
 from .finding_words import FindingText, describe
+from .report import Report
 from .run import gm_inputs, output_spec, record_kernel
 from .timeline import Timeline
 
@@ -44,6 +45,16 @@ class CheckResult:
     def timeline(self, index: int | None = None) -> Timeline:
         """The run on a time axis (``index``: one scenario of a batch): spans, stuck pipes, summary, trace, picture."""
         return Timeline.of(self.record, self.result, self.chip, float(np.asarray(self.costs.mmad_head_cycles)), index)
+
+    def report(self) -> Report:
+        """The findings and the timeline's summary as a ``Report`` (one scenario)."""
+        first = self.findings[0] if self.findings else None
+        location = op = None
+        if first is not None:
+            op, _, rest = first.site.partition(" at ")
+            location = rest.split(" (")[0]
+        message = f"OK (chip {self.chip.name})" if first is None else str(self)
+        return Report(self.verdict, message, location, op, [], self.chip.name, self.timeline().summary())
 
     def __str__(self) -> str:
         if not self.findings:

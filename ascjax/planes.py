@@ -65,7 +65,7 @@ def _planes(kernel, chip: Chip, options: Options, control: ControlOptions, costs
     order = dataplane.schedule(record, result)
     poison = dataplane.Poison(record, result.racy) if options.poison_races else None  # its tables cost a pass
     state = execute_data(kernel, chip, options, inputs, spec, params, order, poison)
-    return {name: state.gm[name] for name, _ in spec}, record, result
+    return state, record, result
 
 
 _planes_jit = eqx.filter_jit(_planes)
@@ -96,8 +96,8 @@ def run_planes(
     spec = output_spec(outputs)
     costs = default_costs(chip) if costs is None else costs
     args = (kernel, chip, options or Options(), control, costs, gm_inputs(inputs), spec, dict(params or {}))
-    outs, record, result = (_planes_jit if jit else _planes)(*args)
-    return PlanesResult(outs, _checked(record, result, chip, costs))
+    state, record, result = (_planes_jit if jit else _planes)(*args)
+    return PlanesResult({name: state.gm[name] for name, _ in spec}, _checked(record, result, chip, costs))
 
 
 def _checked(record: Record, result: ControlResult, chip: Chip, costs: Costs) -> CheckResult:

@@ -22,23 +22,43 @@ from .timing import Costs, default_costs
 
 
 class Result(eqx.Module):
-    """Outputs (GM tensors named in ``outputs``), the final state, and the verdict it carries."""
+    """Outputs (GM tensors named in ``outputs``, from the data plane), the record and what the control plane found."""
 
     outputs: dict[str, jax.Array]
-    state: State
+    state: State  # the buffers at the end (the data plane's: GM, the tiles, the config registers)
+    record: object
+    control: object
+    chip: Chip = eqx.field(static=True)
+    costs: object
 
     @property
     def verdict(self) -> jax.Array:
         """int32 verdict code (a batch of them under ``vmap``); see ``ascjax.Verdict``."""
-        return self.state.error.code
+        from .core import Finding
+
+        table = jnp.asarray([int(Verdict[f.verdict]) for f in sorted(Finding, key=int)], jnp.int32)
+        kind = self.control.findings[..., 0, 0]
+        return jnp.where(self.control.n_findings > 0, table[jnp.clip(kind, 0)], int(Verdict.OK))
 
     @property
     def ok(self) -> bool:
         return bool(np.all(np.asarray(self.verdict) == Verdict.OK))
 
+    def findings(self, index: int | None = None):
+        from .check import CheckResult
+        from .finding_words import describe
+
+        control = self.control if index is None else jax.tree_util.tree_map(lambda x: x[index], self.control)
+        record = self.record
+        if index is not None:
+            record = type(record)(record.template, jax.tree_util.tree_map(lambda x: x[index] if np.ndim(x) > 1 else x, record.operands))
+        return CheckResult(record, control, tuple(describe(record, control)), self.chip, self.costs)
+
     def report(self, index: int | None = None) -> Report:
         """Explain the run (pass ``index`` to pick one scenario of a vmapped batch)."""
-        return report(self.state, index)
+        if index is None and np.ndim(self.control.n_findings):
+            raise ValueError("this result holds a batch of runs: pass index= to pick one")
+        return self.findings(index).report()
 
     def check(self) -> Result:
         """Raise the typed error (``DeadlockError``, ``SyncError``...) if the verdict is not OK."""
@@ -224,5 +244,11 @@ def run(
     costs = default_costs(chip) if costs is None else costs
     inputs = gm_inputs(inputs)
     spec = output_spec(outputs)
-    result = (_execute_jit if jit else _execute)(kernel, chip, options, costs, inputs, spec, dict(params or {}))
+    from .engine import ControlOptions
+    from .planes import _planes, _planes_jit
+
+    state, record, control = (_planes_jit if jit else _planes)(
+        kernel, chip, options, ControlOptions(), costs, inputs, spec, dict(params or {})
+    )
+    result = Result({name: state.gm[name] for name, _ in spec}, state, record, control, chip, costs)
     return raise_if_failed(result, result.verdict) if throw else result
