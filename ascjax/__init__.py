@@ -9,7 +9,7 @@ _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from . import isa, layout, ops, pl, timing, trace
 from .case import Case, build_case, case, load_cases, run_case
-from .check import CheckResult, check
+from .check import CheckResult, check, control_options
 from .chip import CHIPS, Chip, get_chip
 from .compile_cache import enable_compile_cache
 from .core import (
@@ -38,6 +38,7 @@ from .state import State
 from .sweep import SweepTable, sweep
 from .tile_group import TileGroup, TileSlot
 from .timing import Costs, default_costs
+from .tracing import UnusedInputWarning
 
 __version__ = "0.1.0"
 
@@ -80,11 +81,13 @@ __all__ = [
     "RaceError",
     "UninitializedError",
     "Tile",
+    "UnusedInputWarning",
     "UnitFlagMode",
     "Verdict",
     "build_case",
     "case",
     "check",
+    "control_options",
     "get_chip",
     "isa",
     "launch",

@@ -11,15 +11,40 @@ from __future__ import annotations
 import dataclasses
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .chip import Chip, get_chip
-from .core import Verdict
+from .core import Finding, Verdict
 from .engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_control, sync_latency
+from .engine._log import ENTRY
+from .event_table import event_table
 from .finding_words import FindingText, describe
 from .report import Report
-from .run import gm_inputs, output_spec, record_kernel
+from .run_warnings import run_warnings
 from .timeline import Timeline
+from .tracing import gm_inputs, output_spec, record_kernel
+
+#: the verdict code of each finding kind, indexed by ``Finding``
+_VERDICT_OF_FINDING = np.asarray([int(Verdict[f.verdict]) for f in sorted(Finding, key=int)], np.int32)
+
+
+def verdict_codes(result: ControlResult) -> jax.Array:
+    """int32 verdict of each scenario: the most severe finding's (findings are ranked), else OK."""
+    kind = result.findings[..., 0, 0]
+    return jnp.where(result.n_findings > 0, jnp.asarray(_VERDICT_OF_FINDING)[jnp.clip(kind, 0)], int(Verdict.OK))
+
+
+def control_options(chip: Chip, **changes) -> ControlOptions:
+    """The device's execution model on ``chip``: on A2/A3 a cross-core wait holds its whole core [facts §3 "Wait"];
+    a chip whose cross-core ids hold more than one signal counts them. ``changes`` override fields."""
+    fields = {
+        "cross_wait_blocks_core": chip.cross_core_wait_blocks_core,
+        "counter_chip": chip.cross_core_max_count > 1,
+        **changes,
+    }
+    return ControlOptions(**fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +56,13 @@ class CheckResult:
     findings: tuple[FindingText, ...]
     chip: Chip
     costs: Costs  # what priced the instructions and sync edges of the timeline
+
+    @classmethod
+    def of(cls, record: Record, result: ControlResult, chip: Chip, costs: Costs) -> CheckResult:
+        """The findings of one scenario put in words (under a transformation the words wait for the host)."""
+        if isinstance(result.n_findings, jax.core.Tracer):
+            return cls(record, result, (), chip, costs)
+        return cls(record, result, tuple(describe(record, result)), chip, costs)
 
     @property
     def verdict(self) -> Verdict:
@@ -47,14 +79,16 @@ class CheckResult:
         return Timeline.of(self.record, self.result, self.chip, float(np.asarray(self.costs.mmad_head_cycles)), index)
 
     def report(self) -> Report:
-        """The findings and the timeline's summary as a ``Report`` (one scenario)."""
-        first = self.findings[0] if self.findings else None
+        """The findings, the warnings, the cross-core event table and the timeline's summary as a ``Report``."""
         location = op = None
-        if first is not None:
-            op, _, rest = first.site.partition(" at ")
-            location = rest.split(" (")[0]
-        message = f"OK (chip {self.chip.name})" if first is None else str(self)
-        return Report(self.verdict, message, location, op, [], self.chip.name, self.timeline().summary())
+        if self.findings:
+            name, site = self.record.template.entries[int(np.asarray(self.result.findings)[0, ENTRY])][:2]
+            op, location = name, site.partition(" at ")[2]
+        message = f"OK (chip {self.chip.name})" if not self.findings else str(self)
+        return Report(
+            self.verdict, message, location, op, run_warnings(self.record, self.result), self.chip.name,
+            self.timeline().summary(), event_table(self.record, self.result),
+        )  # fmt: skip
 
     def __str__(self) -> str:
         if not self.findings:
@@ -86,12 +120,12 @@ def check(
     ``costs`` (``ascjax.Costs``, default: the chip's table) price each instruction and sync edge, so the
     timeline and the order of concurrent events are the timing model's.
     """
-    options = options or ControlOptions()
     chip = get_chip(chip)
+    options = options or control_options(chip)
     costs = default_costs(chip) if costs is None else costs
     inputs = gm_inputs(inputs)
     record, result = _recorded_and_run(kernel, inputs, output_spec(outputs), chip, dict(params or {}), costs, options)
-    return CheckResult(record, result, tuple(describe(record, result)), chip, costs)
+    return CheckResult.of(record, result, chip, costs)
 
 
 @eqx.filter_jit
@@ -102,4 +136,4 @@ def _recorded_and_run(kernel, inputs: dict, spec: tuple, chip: Chip, params: dic
     return record, run_control(record, options, sync_latency(costs))
 
 
-__all__ = ["CheckResult", "check"]
+__all__ = ["CheckResult", "check", "control_options", "verdict_codes"]

@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from .core import BOUNDS_TRIP_COUNT, BOUNDS_WHAT, CORE_NAMES, HAZARD_NAMES, SMALL_TILE, Finding, Pipe
+from .core import AIC, BOUNDS_TRIP_COUNT, BOUNDS_WHAT, CORE_NAMES, HAZARD_NAMES, SMALL_TILE, Finding, Pipe, SyncMode
 from .engine import Sync, UnitFlagRole
 from .engine._checks import FAULT_DETAIL
 from .engine._log import DETAIL_A, DETAIL_B, ENTRY, INST, KIND, OTHER
@@ -74,8 +74,8 @@ class _Words:
         self.enable = np.asarray(record.operands["enable"]).reshape(-1)
         self.result = result
         self.start, self.end = np.asarray(result.start), np.asarray(result.end)
-        names = ("uf_lo", "uf_hi", "uf_mode", "nop", "bounds_limit", "layout_limit")
-        self.ops = {k: np.asarray(record.operands[k]) for k in names}
+        names = ("uf_lo", "uf_hi", "uf_mode", "nop", "bounds_limit", "layout_limit", "event_id", "mode")
+        self.ops = {k: np.asarray(record.operands[k]).reshape(-1) for k in names}
 
     def where(self, inst: int) -> str:
         """``name at file:line`` on core.pipe, with its loop iteration."""
@@ -98,6 +98,7 @@ class _Words:
     # --- one row per kind -----------------------------------------------------------------
     def row(self, row) -> FindingText:
         kind, inst, other = Finding(int(row[KIND])), int(row[INST]), int(row[OTHER])
+        self.row_inst, self.row_other = inst, other
         a, b = int(row[DETAIL_A]), int(row[DETAIL_B])
         here = self.where(inst)
         there = self.where(other) if other >= 0 else None
@@ -216,7 +217,12 @@ class _Words:
         if kind is Finding.OVERFLOW:
             return f"OVERFLOW: {here} is the 16th pending signal of cross-core event {a}"
         if a == 1:
-            return f"SYNC_ERROR: {here} waits for event {b} with another sync_mode than its set {there}"
+            mine, theirs = (SyncMode(int(self.ops["mode"][i])).name for i in (int(self.row_inst), int(self.row_other)))
+            return (
+                f"SYNC_ERROR: cross-core event {b} is waited with sync_mode {mine} by {here} and set with {theirs} "
+                f"by {there}: a sync-mode mismatch.\n    Fix: set and wait of one event id must use the same sync_mode "
+                "(seed 002)."
+            )
         return f"SYNC_ERROR: {here} names event_id {b}, which is outside the chip's range"
 
     def deadlock(self) -> str:
@@ -241,14 +247,50 @@ class _Words:
         if sync is Sync.WAIT_FLAG and t.flag_base[inst] >= 0 and not t.flag_scale[inst]:
             return f"waits for {self.flag(int(t.flag_base[inst]))}, which no set delivers"
         if sync is Sync.CROSS_WAIT:
-            event = "a cross-core event" if t.id_traced[inst] else f"cross-core event {t.cross_ids[t.cross_base[inst]]}"
-            return f"waits for {event}, which no core sets"
+            return self.cross_wait(inst)
         if sync is Sync.BARRIER_ALL:
             return "(PIPE_ALL) waits for the core's earlier instructions"
         role = UnitFlagRole(int(t.uf_role[inst]))
         if role is not UnitFlagRole.NONE:
             return self.unit_flag_wait(inst, role)
         return "waits behind an earlier instruction of its pipe or a fence of its core"
+
+    def cross_wait(self, inst: int) -> str:
+        """The event a stuck cross-core wait needs, from whom, why each sender's signal never came, and the fix."""
+        t = self.t
+        ev, mode = int(self.ops["event_id"][inst]), SyncMode(int(self.ops["mode"][inst]))
+        senders = [t.channel_keys[c][1] for c in t.channels[inst] if c >= 0]
+        names = " and ".join("the other AIV's barrier half" if s >= len(CORE_NAMES) else CORE_NAMES[s] for s in senders)
+        lines = [f"waits for cross-core event {ev} ({mode.name}) from {names}"]
+        if len(senders) > 1 and t.core[inst] == AIC:
+            lines.append("    (INTRA_BLOCK: a cube wait needs a set from each of the two AIVs.)")
+        ran = (self.start >= 0) & self.enable if self.start.size else np.zeros(t.n_instances, bool)
+        for s in (s for s in senders if s < len(CORE_NAMES)):
+            sets = int(np.sum(ran & (t.sync == Sync.CROSS_SET) & (t.core == s) & (self.ops["event_id"] == ev)))
+            if self.core_stuck(s):
+                lines.append(f"    {CORE_NAMES[s]} is itself stuck (see its entry), so its set never comes: a wait "
+                             "cycle between the cores.")  # fmt: skip
+            elif sets == 0:
+                lines.append(f"    {CORE_NAMES[s]} never ran set_cross_core(event_id={ev}) on any path.")
+            else:
+                lines.append(f"    {CORE_NAMES[s]} set event {ev} {sets} time(s) and every signal was taken by an "
+                             "earlier wait: waits outnumber sets.")  # fmt: skip
+        lines.append(
+            "    Fix: set_cross_core after the producer's last write, wait_cross_core before the consumer's first "
+            "read, with the same event_id and sync_mode on both sides. A RELEASE wait on a slot's first use needs a "
+            "pre-posted RELEASE before the loop or a cold-start skip (seed 002: n+1 RELEASE sets and waits per slot "
+            "used n times)."
+        )
+        return "\n".join(lines)
+
+    def core_stuck(self, core: int) -> bool:
+        """Whether a queue of ``core`` holds an instruction that never completed."""
+        t = self.t
+        for q in np.flatnonzero(t.queue_core == core):
+            members = t.qlist[q, : int(t.qlen[q])]
+            if any(self.enable[i] and self.end[i] < 0 for i in members):
+                return True
+        return False
 
     def unit_flag_wait(self, inst: int, role: UnitFlagRole) -> str:
         """The blocks a unit-flag wait finds in the wrong state, who touched them last, and the fix."""

@@ -31,12 +31,30 @@ import numpy as np
 from . import dtypes
 from .chip import Chip, get_chip
 from .core import EXCEPTIONS, Verdict
+from .finish import finish
 from .options import Options
+from .program import Program
 from .report import Report, report
-from .run import execute_block, gm_inputs, initial_gm, output_spec, raise_if_failed
+from .run import raise_if_failed
 from .state import GM_PLAIN, State
 from .timing import Costs, default_costs
 from .trace import summary
+from .tracing import gm_inputs, initial_gm, output_spec, trace_kernel, warn_unused_inputs
+
+
+def execute_block(
+    kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple, params: dict, *, block=None
+) -> State:
+    """Trace ``kernel`` on one block and return its finished state.
+
+    ``block`` (a launch's): ``(block_idx, block_num)``; the state then keeps the GM write marks the merge needs.
+    """
+    names = tuple(name for name, _ in outputs)
+    state = State.create(chip, initial_gm(inputs, outputs), names, options, costs, track_gm_writes=block is not None)
+    block_idx, block_num = block if block is not None else (None, 1)
+    program = trace_kernel(kernel, Program(chip, state, block_idx=block_idx, block_num=block_num), params)
+    warn_unused_inputs(inputs, program, outputs)
+    return finish(program.state)
 
 
 class GmMerge(eqx.Module):

@@ -19,6 +19,7 @@ from .chip import Chip
 from .core import AIC, AIV0, BOUNDS_TRIP_COUNT, Buffer, Finding, Format, InstrKind, Pipe
 from .engine import Costs, Fault, RecordBuilder, Sync, UnitFlagRole, Window, default_costs
 from .memory import Tile
+from .ops.fixpipe import set_mmad_direction
 from .ops.ub_move import AccToVecMode, split
 from .ops.unit_flag import mode_value
 
@@ -27,6 +28,12 @@ AUTO_SYNC = "auto"
 #: an mmad over fewer fractals than this may overlap the next accumulating one [seed 004 "small tile"]
 SMALL_TILE_FRACTALS = 10
 FRACTAL_ROWS = 16
+#: a unit-flag read whose order the mmad direction does not match (shown when its unit flag is on)
+DIRECTION_NOTE = (
+    "unit flag on, but the mmad direction does not match this read's order (NZ2ND and moves to UB read N first: "
+    "set_mmad_direction('n'); Nz kept reads M first: set_mmad_direction('m')). The result is right, the "
+    "unit-flag overlap is lost; set_mmad_direction('{wanted}') before the mmads"
+)
 
 
 def _ceil_div(a, b):
@@ -52,6 +59,7 @@ class Recorder:
         for name, array in gm.items():
             nbytes = int(np.prod(array.shape)) * np.dtype(array.dtype).itemsize
             self.spaces[("GM", name)] = self.builder.space(f"GM:{name}", max(nbytes, 1), initialised=name in inputs)
+        self.mmad_direction = "m"  # set_mmad_direction's last value (the register starts M first)
         #: L0C tile name -> whether its last matmul had no phase (so the framework's M -> FIX sync is pending)
         self.auto: dict = {}
         self._auto_ids: dict = {}
@@ -83,6 +91,8 @@ class Recorder:
             elif instr.sync is Sync.UF_RESET and a.get("is_clean_unit_flag"):
                 b.unit_flag_reset(site=site)
             elif instr.kind is InstrKind.CONFIG or instr.sync is Sync.UF_RESET:
+                if instr.data is set_mmad_direction:
+                    self.mmad_direction = str(a["direction"]).lower()
                 b.instruction(instr.name, Pipe.S, site=site, cycles=self._cycles(instr, a))
             else:
                 self._data(instr, core, a, site)
@@ -141,6 +151,9 @@ class Recorder:
                 reads, writes = ([(*spec[:3], spec[3] & ~nop) for spec in specs] for specs in (reads, writes))
         elif instr.kind is InstrKind.L0C_READ:
             extra.update(uf_role=UnitFlagRole.READER)
+            wanted = "n" if a.get("nz2nd", True) else "m"  # NZ2ND and the moves to UB read N first
+            if self.mmad_direction != wanted:
+                extra.update(note=DIRECTION_NOTE.format(wanted=wanted))
         if "uf_role" in extra:
             mode = mode_value(a.get("unit_flag_mode", a.get("phase")), writer=instr.kind is InstrKind.MMAD)
             mode = mode if nop is False else jnp.where(nop, 0, mode)  # a no-op mmad sets and waits for no flag

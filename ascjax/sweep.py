@@ -22,13 +22,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import sites
 from .case import Case, max_abs_err
 from .chip import get_chip
 from .core import Verdict
+from .engine import Record
+from .engine._log import ENTRY
 from .options import Options
-from .run import gm_inputs, run
+from .run import run
 from .timing import default_costs
+from .tracing import gm_inputs
 
 _COST_PREFIX = "costs."
 
@@ -217,7 +219,9 @@ def sweep(
     for c in range(chunks):
         idx = np.minimum(np.arange(c * per, (c + 1) * per), n - 1)
         chunk = {name: jax.device_put(col[idx], shard) for name, col in columns.items()}
-        out = jax.device_get(_batched(kernel, chip, options, inputs, outputs, params, chunk, reference is not None))
+        out = _batched(kernel, chip, options, inputs, outputs, params, chunk, reference is not None)
+        template = out.pop("record").template
+        out = jax.device_get(out)
         take = min(per, n - c * per)
         results.append(jax.tree_util.tree_map(lambda a, take=take: np.asarray(a)[:take], out))
         if bar is not None:
@@ -225,7 +229,7 @@ def sweep(
     if bar is not None:
         bar.close()
     merged = jax.tree_util.tree_map(lambda *a: np.concatenate(a), *results)
-    table = _table(columns, merged, inputs, reference)
+    table = _table(columns, merged, inputs, reference, template)
     table.labels = _enum_labels(kernel, params, table.columns)
     return table
 
@@ -233,7 +237,7 @@ def sweep(
 def _one(kernel, chip, options, inputs, outputs, params, row, with_outputs):
     """One scenario: ``row`` overrides parameters, inputs and costs; the fields a table needs
     (the GM outputs only ``with_outputs``: verdicts and cycles do not depend on the data, so
-    without them XLA drops the data path)."""
+    without them XLA drops the data plane)."""
     x = dict(inputs)
     p = dict(params)
     cost_updates = {}
@@ -246,8 +250,12 @@ def _one(kernel, chip, options, inputs, outputs, params, row, with_outputs):
             p[name] = value
     costs = _with_costs(default_costs(chip), cost_updates)
     r = run(kernel, x, outputs, chip=chip, params=p, options=options, costs=costs, jit=False)
-    st = r.state
-    fields = {"code": st.error.code, "op": st.error.op, "cycles": jnp.max(st.time.pipe_t)}
+    fields = {
+        "code": r.verdict,
+        "entry": r.control.findings[0, ENTRY],  # the most severe finding's template entry (-1: none)
+        "cycles": jnp.max(r.control.end),
+        "record": Record(r.record.template, {}),  # its template only: static, one for every scenario
+    }
     return {**fields, "outputs": r.outputs} if with_outputs else fields
 
 
@@ -283,24 +291,21 @@ def _enum_labels(kernel, params: dict, columns: list) -> dict:
     return labels
 
 
-def _table(columns: dict, merged: dict, inputs: dict, reference) -> SweepTable:
+def _table(columns: dict, merged: dict, inputs: dict, reference, template) -> SweepTable:
     scalar_cols = [name for name, col in columns.items() if col.ndim == 1]
     values = {name: columns[name].tolist() for name in scalar_cols}
-    codes, ops, cycles = (np.asarray(merged[k]).tolist() for k in ("code", "op", "cycles"))
+    codes, entries, cycles = (np.asarray(merged[k]).tolist() for k in ("code", "entry", "cycles"))
     # a sweep has few distinct verdicts and failing ops: each is looked up once
     verdicts = {code: (Verdict(code), Verdict(code).label) for code in set(codes)}
-    where = {}  # op id -> (op, location)
     rows = []
     for i, code in enumerate(codes):
         verdict, label = verdicts[code]
         op, location = None, None
         if verdict is not Verdict.OK:
-            if ops[i] not in where:
-                site = sites.site(ops[i])
-                where[ops[i]] = (site.op, site.location) if site else (None, None)
-            op, location = where[ops[i]]
+            op, site = template.entries[entries[i]][:2]
+            location = site.partition(" at ")[2]
         row = {name: values[name][i] for name in scalar_cols}
-        row.update(verdict=label, op=op, location=location, cycles=int(round(float(cycles[i]))))
+        row.update(verdict=label, op=op, location=location, cycles=max(int(cycles[i]), 0))
         if reference is not None:
             x = {name: (columns[name][i] if name in columns else v) for name, v in inputs.items()}
             outs = {name: v[i] for name, v in merged["outputs"].items()}

@@ -19,8 +19,9 @@ import jax.numpy as jnp
 from _timing import claim, main
 
 import ascjax as aj
-from ascjax.run import _execute, output_spec
+from ascjax.planes import planes
 from ascjax.timing import default_costs
+from ascjax.tracing import output_spec
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
 import flash_attention as fa  # noqa: E402
@@ -29,10 +30,10 @@ import pingpong  # noqa: E402
 
 def compile_seconds(kernel, chip, inputs, outputs, params) -> float:
     chip = aj.get_chip(chip)
-    args = (kernel, chip, aj.Options(), default_costs(chip), inputs, output_spec(outputs), params)
+    args = (kernel, chip, aj.Options(), aj.control_options(chip), default_costs(chip), inputs, output_spec(outputs), params)
     jax.clear_caches()
     start = time.perf_counter()
-    eqx.filter_jit(_execute).lower(*args).compile()
+    eqx.filter_jit(planes).lower(*args).compile()
     return time.perf_counter() - start
 
 

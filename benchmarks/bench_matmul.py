@@ -27,7 +27,7 @@ import ascjax as aj
 from ascjax import dataplane
 from ascjax.engine import run_control
 from ascjax.planes import execute_data, run_planes
-from ascjax.run import output_spec, record_kernel
+from ascjax.tracing import output_spec, record_kernel
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
 from matmul import matmul_case  # noqa: E402

@@ -17,8 +17,9 @@ import numpy as np
 from _timing import best_seconds, claim, main
 
 import ascjax as aj
-from ascjax.run import _execute, output_spec
+from ascjax.planes import planes
 from ascjax.timing import default_costs
+from ascjax.tracing import output_spec
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
 import pingpong  # noqa: E402
@@ -31,15 +32,15 @@ def measure(tiles=16) -> dict:
     inputs = {k: jnp.asarray(v) for k, v in x.items()}
     params = {"n": jnp.int32(tiles), "n_max": tiles}
     want = 2.0 * (x["x"].astype(np.float64) @ x["w"].astype(np.float64))
-    run = eqx.filter_jit(_execute)
+    run = eqx.filter_jit(planes)
     timings = {}
     for name, kernel in (
         ("hand-interleaved (issue order)", pingpong.pingpong_kernel),
         ("two sections (scheduler)", pingpong.pingpong_sections_kernel),
     ):
-        args = (kernel, chip, aj.Options(), default_costs(chip), inputs, outputs, params)
-        first, best = best_seconds(lambda args=args: run(*args).outputs["out"])
-        if not np.allclose(np.asarray(run(*args).outputs["out"]), want, atol=1e-3):
+        args = (kernel, chip, aj.Options(), aj.control_options(chip), default_costs(chip), inputs, outputs, params)
+        first, best = best_seconds(lambda args=args: run(*args)[0].gm["out"])
+        if not np.allclose(np.asarray(run(*args)[0].gm["out"]), want, atol=1e-3):
             raise AssertionError(f"{name}: wrong output")
         timings[name] = {"compile_and_first_s": first, "run_s": best}
     ratio = timings["two sections (scheduler)"]["run_s"] / timings["hand-interleaved (issue order)"]["run_s"]

@@ -13,7 +13,7 @@ from matmul import matmul_case
 import ascjax as aj
 from ascjax import dataplane
 from ascjax.planes import execute_data, run_planes
-from ascjax.run import gm_inputs, output_spec
+from ascjax.tracing import gm_inputs, output_spec
 
 #: cases whose outputs the default suite compares with version 1's; every OK case of kernels/ under -m slow
 QUICK = {("matmul.py", "matmul_256")}  # the twin test below runs vec_cube's sections against NumPy

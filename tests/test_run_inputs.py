@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ascjax as aj
-from ascjax.run import UnusedInputWarning
+from ascjax.tracing import UnusedInputWarning
 
 A = np.ones((16, 16), np.float16)
 

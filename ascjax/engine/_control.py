@@ -57,6 +57,9 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
         "bounds": _checks.bounds(st, acc, log),
         "faults": _checks.faults(st, op, log),
     }
+    if not options.sanitize:  # the rows keep their shapes (the ranking's segments are static): none is valid
+        for group in ("races", "uninitialised"):
+            static_rows[group] = {**static_rows[group], "valid": jnp.zeros_like(static_rows[group]["valid"])}
     end_rows = _checks.end_state(st, m, pl, events.kind.shape[0])
     findings, n_findings, dropped = ranked(st, static_rows, end_rows, options.max_findings)
     race = static_rows["races"]

@@ -16,6 +16,7 @@ class ControlOptions:
     wait_blocks_issue: bool = False  # "issue blocks on every wait": each wait is a fence
     cross_wait_blocks_core: bool = False  # A2/A3: a cross-core wait is a fence of its core
     counter_chip: bool = False  # cross-core counters 0..15 (else bits: a second set merges)
+    sanitize: bool = True  # races and uninitialised reads (happens-before); off: only the hardware's own findings
     max_findings: int = 32  # distinct (kind, site) findings kept; more are counted in ``dropped``
     keep_timeline: bool = True  # per-instance start and end cycles
 

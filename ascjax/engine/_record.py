@@ -164,6 +164,7 @@ class _Entry:
     static_id: int | None = None  # the event id when it is a Python int (checked now), else None
     faults: tuple[bool, ...] = (False,) * len(FAULT_KINDS)  # per kind: a traced operand may fault
     tag: object = None  # the front end's name for the issue it came from (``RecordBuilder.tagged``)
+    note: str | None = None  # the front end's advice about the issue, shown where its instance runs
 
 
 @dataclasses.dataclass
@@ -330,6 +331,7 @@ class RecordBuilder:
         flag_triple=None,
         channels=(),
         faults=(),
+        note=None,
     ) -> None:
         """Record one instruction on the current core.
 
@@ -342,6 +344,7 @@ class RecordBuilder:
         mmad whose m, k or n is 0, which accesses nothing and takes no part in the unit-flag handshake (the
         front end records it so; reports name it). ``faults``: ``Fault`` s of its traced operands; an issue
         where one holds is a finding of its kind and accesses nothing (the first of a kind is reported).
+        ``note``: advice a report shows for each instance that runs (not a finding).
         """
         pipe = Pipe.parse(pipe)
         if pipe not in core_pipes(self.core):
@@ -377,6 +380,7 @@ class RecordBuilder:
                 channels=tuple(channels), flag_triple=flag_triple, uf_role=UnitFlagRole(uf_role), uf_ranges=uf_ranges,
                 uf_stride=(period, run),
                 static_id=int(event_id) if isinstance(event_id, (int, np.integer)) else None, faults=can_fault,
+                note=note,
             )
         )  # fmt: skip
 
@@ -509,6 +513,7 @@ class Template:
 
     entries: tuple  # the template entries (name, site, core, pipe, sync) by entry index
     tags: tuple  # the front end's tag of each entry (``RecordBuilder.tagged``; None: untagged)
+    notes: tuple  # the front end's advice of each entry (None: none)
     spaces: tuple[Space, ...]
     entry: np.ndarray  # [N] template entry of each instance
     iteration: np.ndarray  # [N, max loop depth] loop indices of each instance (-1 beyond its depth)
@@ -745,6 +750,7 @@ def _build(b: RecordBuilder) -> Record:
     template = Template(
         entries=tuple((e.name, e.site, e.core, e.pipe, e.sync) for e in entries),
         tags=tuple(e.tag for e in entries),
+        notes=tuple(e.note for e in entries),
         spaces=tuple(b.spaces),
         entry=layout.entry,
         iteration=iteration,
