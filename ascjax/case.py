@@ -120,7 +120,6 @@ def run_case(
     jit: bool = True,
     sanitize: bool = True,
     poison_races: bool = False,
-    max_events: int = 0,
 ):
     """Run a case; returns (result, report, max_abs_err or None)."""
     from .run import run
@@ -134,7 +133,6 @@ def run_case(
         jit=jit,
         sanitize=sanitize,
         poison_races=poison_races,
-        max_events=max_events,
     )
     rep = result.report()
     err = None

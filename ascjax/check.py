@@ -76,14 +76,14 @@ class CheckResult:
 
     def timeline(self, index: int | None = None) -> Timeline:
         """The run on a time axis (``index``: one scenario of a batch): spans, stuck pipes, summary, trace, picture."""
-        return Timeline.of(self.record, self.result, self.chip, float(np.asarray(self.costs.mmad_head_cycles)), index)
+        return Timeline.of(self.record, self.result, self.chip, index)
 
     def report(self) -> Report:
         """The findings, the warnings, the cross-core event table and the timeline's summary as a ``Report``."""
         location = op = None
         if self.findings:
-            name, site = self.record.template.entries[int(np.asarray(self.result.findings)[0, ENTRY])][:2]
-            op, location = name, site.partition(" at ")[2]
+            site = self.record.template.entries[int(np.asarray(self.result.findings)[0, ENTRY])][1]
+            op, _, location = site.partition(" at ")  # the kernel's spelling (sync_wait, not wait_flag)
         message = f"OK (chip {self.chip.name})" if not self.findings else str(self)
         return Report(
             self.verdict, message, location, op, run_warnings(self.record, self.result), self.chip.name,

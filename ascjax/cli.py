@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from . import timeline, trace
+from . import timeline
 from .case import build_case, load_cases, run_case, split_target
 from .chip import CHIPS
 from .compare import compare_files
@@ -51,7 +51,6 @@ def _cmd_run(args) -> int:
     path, name = split_target(args.target)
     c = build_case(path, name)
     start = time.perf_counter()
-    max_events = args.max_events if (args.trace or args.timeline) else 0
     with compile_notice():
         result, rep, err = run_case(
             c,
@@ -59,12 +58,13 @@ def _cmd_run(args) -> int:
             jit=not args.no_jit,
             sanitize=not args.no_sanitize,
             poison_races=args.poison_races,
-            max_events=max_events,
         )
-    if args.trace:
-        trace.to_perfetto(result.state, args.trace)
-    if args.timeline:
-        trace.plot_timeline(result.state, args.timeline, title=f"{path}::{name}")
+    if args.trace or args.timeline:
+        run = result.timeline()
+        if args.trace:
+            run.to_perfetto(args.trace)
+        if args.timeline:
+            run.plot(args.timeline, title=f"{path}::{name}")
     seconds = time.perf_counter() - start
     nan_count = sum(int(np.isnan(np.asarray(v, np.float64)).sum()) for v in result.outputs.values())
     if args.json:
@@ -79,11 +79,7 @@ def _cmd_run(args) -> int:
         print(json.dumps(out))
     else:
         print(rep)
-        print("\n".join(trace.summary_text(rep.timing).splitlines()[1:]))  # per-pipe lines
-        if rep.timing["events"] > rep.timing["events_kept"]:
-            print(
-                f"trace truncated: {rep.timing['events']} ops ran, the first {rep.timing['events_kept']} are kept (--max-events)"
-            )
+        print("\n".join(timeline.summary_text(rep.timing).splitlines()[1:]))  # per-pipe and stuck lines
         if args.poison_races:
             print(f"outputs hold {nan_count} NaN element(s) after poisoning racy reads")
         if err is not None:
@@ -211,7 +207,6 @@ def main(argv=None) -> int:
     p_run.add_argument("--poison-races", action="store_true", help="racy reads produce NaN in the outputs")
     p_run.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
     p_run.add_argument("--timeline", metavar="OUT.png", help="draw the pipeline timeline (needs matplotlib)")
-    p_run.add_argument("--max-events", type=int, default=16384, help="trace buffer size for --trace/--timeline")
     p_run.set_defaults(func=_cmd_run)
     p_check = sub.add_parser(
         "check", help="check one case's synchronisation without computing data and print every finding"

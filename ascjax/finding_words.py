@@ -121,8 +121,8 @@ class _Words:
         what, limit = BOUNDS_WHAT[b - FAULT_DETAIL], int(self.ops["bounds_limit"][inst])
         if b - FAULT_DETAIL == BOUNDS_TRIP_COUNT:
             return (
-                f"BOUNDS: {here}: trip count = {a} is outside [0, {limit}], the loop's static maximum: only the "
-                f"iterations below both ran. Raise the maximum (range({max(a, limit)}, ...)) or bound the count."
+                f"BOUNDS: {here}: trip count = {a} is outside [0, {limit}], the loop's static maximum; it ran "
+                f"{min(max(a, 0), limit)} iterations. Raise the maximum (range({max(a, limit)}, ...)) or bound the count."
             )
         if 0 <= a <= limit:  # in range, off the grid of its tile's fractals
             return (
@@ -304,6 +304,8 @@ class _Words:
         blocks = f"L0C blocks {int(t.uf_atom_blocks[wrong[0], 0])}..{int(t.uf_atom_blocks[wrong[-1], 1]) - 1}"
         lines = [f"waits for unit flag = {want} on {blocks}"]
         toucher = int(last[wrong[0]])
+        if toucher < 0:  # nothing flipped them: the last mmad of the program on them, if any, kept its flag
+            toucher = self.last_writer(inst, wrong)
         nop = self.no_op_mmad(inst, wrong)
         if nop is not None:
             lines.append(f"    {self.where(nop)} is a no-op (its m, k or n is 0): it set no unit flag on them.")
@@ -311,10 +313,21 @@ class _Words:
             lines.append("    no mmad or L0C read touched those blocks before it.")
         else:
             mode, role = int(self.ops["uf_mode"][toucher]), UnitFlagRole(int(t.uf_role[toucher]))
-            lines.append(f"    those blocks were last touched by {self.where(toucher)} with {mode_text(mode, role)}.")
+            verb = "written" if role is UnitFlagRole.WRITER else "read"
+            lines.append(f"    those blocks were last {verb} by {self.where(toucher)} with {mode_text(mode, role)}.")
         lines.append("    Fix: " + _unit_flag_fix(want, UnitFlagRole(int(t.uf_role[toucher])) if toucher >= 0 else None,
                                                     int(self.ops["uf_mode"][toucher]) if toucher >= 0 else 0))  # fmt: skip
         return "\n".join(lines)
+
+    def last_writer(self, inst: int, atoms: list) -> int:
+        """The last mmad on ``atoms`` that ran before ``inst`` in its core's program (-1: none)."""
+        t, lo, hi = self.t, self.ops["uf_lo"], self.ops["uf_hi"]
+        ran = self.start >= 0 if self.start.size else np.zeros(t.n_instances, bool)
+        found = np.flatnonzero(
+            ran & (t.uf_role == UnitFlagRole.WRITER) & (t.core == t.core[inst]) & (t.pidx < t.pidx[inst])
+            & (lo <= atoms[0]) & (atoms[0] < hi)
+        )  # fmt: skip
+        return int(found[np.argmax(t.pidx[found])]) if found.size else -1
 
     def no_op_mmad(self, inst: int, atoms: list) -> int | None:
         """The last no-op mmad (m, k or n is 0) on ``atoms`` before ``inst`` in its core's program, if any."""

@@ -138,6 +138,7 @@ class Recorder:
         accumulate = False
         nop = False
         if instr.kind is InstrKind.MMAD:
+            extra.update(head_cycles=jnp.ceil(self.costs.mmad_head_cycles).astype(jnp.int32))
             accumulate = _accumulates(a)
             m, n = _mn(a)
             nop = _nop(a)

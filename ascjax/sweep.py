@@ -302,8 +302,7 @@ def _table(columns: dict, merged: dict, inputs: dict, reference, template) -> Sw
         verdict, label = verdicts[code]
         op, location = None, None
         if verdict is not Verdict.OK:
-            op, site = template.entries[entries[i]][:2]
-            location = site.partition(" at ")[2]
+            op, _, location = template.entries[entries[i]][1].partition(" at ")  # the kernel's spelling
         row = {name: values[name][i] for name in scalar_cols}
         row.update(verdict=label, op=op, location=location, cycles=max(int(cycles[i]), 0))
         if reference is not None:

@@ -73,15 +73,15 @@ class Timeline:
     stuck: tuple[Stuck, ...]
     chip: str
     clock_mhz: float
-    cube_work_cycles: float  # the mmads' MAC cycles (their cost less the head)
+    cube_work_cycles: float  # the mmads' MAC cycles (their cost less their head)
 
     @classmethod
-    def of(cls, record: Record, result, chip, mmad_head_cycles: float, index: int | None = None) -> Timeline:
+    def of(cls, record: Record, result, chip, index: int | None = None) -> Timeline:
         """The timeline of ``result`` (a ``ControlResult``; pass ``index`` for one scenario of a batch)."""
-        cycles = np.asarray(record.operands["cycles"])
+        cycles, head = (np.asarray(record.operands[k]) for k in ("cycles", "head_cycles"))
         if index is not None:
             result = jax.tree_util.tree_map(lambda x: x[index], result)
-            cycles = cycles[index] if cycles.ndim > 1 else cycles
+            cycles, head = (x[index] if x.ndim > 1 else x for x in (cycles, head))
         start, end = np.asarray(result.start), np.asarray(result.end)
         if start.ndim != 1:
             raise ValueError("this result holds a batch of scenarios: pass index= to pick one")
@@ -96,7 +96,7 @@ class Timeline:
             it = tuple(int(x) for x in t.iteration[i] if x >= 0)
             spans.append(Span(int(i), name, site, it, core, Pipe(pipe), int(start[i]), int(end[i]), int(source[i])))
             if pipe == Pipe.M and t.sync[i] == Sync.NONE and end[i] > start[i]:  # an mmad: M runs mmads and sync only
-                work += max(float(cycles[i]) - mmad_head_cycles, 0.0)
+                work += max(float(cycles[i]) - float(head[i]), 0.0)
         stuck = []
         if bool(np.asarray(result.deadlocked)):
             pos, free = np.asarray(result.machine.pos), np.asarray(result.machine.free_t)

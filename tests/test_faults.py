@@ -13,7 +13,6 @@ import pytest
 import ascjax as aj
 from ascjax.core import Finding
 from ascjax.engine import verdict
-from ascjax.planes import run_planes
 
 X = np.arange(16 * 16, dtype=np.float32).reshape(16, 16)
 IO = ({"x": X}, {"y": ((16, 16), "float32")})
@@ -82,9 +81,9 @@ def test_both_copies_are_found_in_one_run_and_neither_accesses_anything():
         (Finding.BOUNDS, "copy_gm2ub"),
         (Finding.BOUNDS, "copy_ub2gm"),
     ]
-    ran = run_planes(_round_trip, *IO, params=_traced(_round_trip, {"row": 9}))
+    ran = aj.run(_round_trip, *IO, params=_traced(_round_trip, {"row": 9}))
     assert not np.any(np.asarray(ran.outputs["y"]))
-    good = run_planes(_round_trip, *IO, params=_traced(_round_trip, {"row": 8}))
+    good = aj.run(_round_trip, *IO, params=_traced(_round_trip, {"row": 8}))
     np.testing.assert_array_equal(np.asarray(good.outputs["y"])[8:], X[8:])
 
 
@@ -118,7 +117,7 @@ def test_the_verdicts_are_version_1s():
 def test_each_scenario_of_a_vmap_gets_its_own_verdict():
     def one(row):
         return verdict(
-            run_planes(_round_trip, *IO, params={**_traced(_round_trip, {}), "row": row}, jit=False).check.result
+            aj.run(_round_trip, *IO, params={**_traced(_round_trip, {}), "row": row}, jit=False).control
         )
 
     codes = jax.jit(jax.vmap(one))(jnp.asarray([0, 9, 8, -3], jnp.int32))

@@ -17,7 +17,6 @@ from conftest import KERNELS
 
 import ascjax as aj
 from ascjax.core import AIC
-from ascjax.planes import run_planes
 from ascjax.tracing import record_kernel
 
 SEQ_Q, SEQ_KV, D, HEADS = 64, 150, 64, 2  # 150 keys: three KV tiles of 64, the last with 42 padded keys
@@ -45,9 +44,9 @@ def fast():
     outputs, params = {"out": (x["q"].shape, "float16")}, fa.params(SEQ_Q, SEQ_KV, D)
 
     def forward(q, k, v):
-        r = run_planes(fa.flash_attention_kernel, {**x, "q": q, "k": k, "v": v}, outputs, chip="950", params=params)
+        r = aj.run(fa.flash_attention_kernel, {**x, "q": q, "k": k, "v": v}, outputs, chip="950", params=params)
         out = r.outputs["out"]
-        return jnp.sum(out.astype(jnp.float32) * weights), (out, r.check.result)
+        return jnp.sum(out.astype(jnp.float32) * weights), (out, r.control)
 
     run = jax.value_and_grad(forward, argnums=(0, 1, 2), has_aux=True)
     (_, (out, control)), grads = jax.jit(run)(*(jnp.asarray(x[n]) for n in ("q", "k", "v")))

@@ -1,5 +1,6 @@
-"""The two planes (``ascjax.planes``): the data plane computes what version 1's engine computes, bit for bit,
-in the order the control plane ran the sections, with no sync, sanitizer or timing state; gradients flow."""
+"""The two planes (``ascjax.planes``, what ``ascjax.run`` runs): the data plane computes what version 1's engine
+(still a launch's) computes, bit for bit, in the order the control plane ran the sections, with no sync, sanitizer
+or timing state; gradients flow."""
 
 from __future__ import annotations
 
@@ -12,11 +13,20 @@ from matmul import matmul_case
 
 import ascjax as aj
 from ascjax import dataplane
-from ascjax.planes import execute_data, run_planes
+from ascjax.planes import execute_data
 from ascjax.tracing import gm_inputs, output_spec
 
 #: cases whose outputs the default suite compares with version 1's; every OK case of kernels/ under -m slow
 QUICK = {("matmul.py", "matmul_256")}  # the twin test below runs vec_cube's sections against NumPy
+
+
+def _verdict(result) -> aj.Verdict:
+    return aj.Verdict(int(result.verdict))
+
+
+def _version_1(case):
+    """Version 1's outputs of ``case``: a launch of one block still runs on it."""
+    return aj.launch(case.kernel, case.inputs, case.outputs, block_dim=1, chip=case.chip, params=case.params)
 
 
 def _ok_cases():
@@ -40,9 +50,9 @@ def _drop_compiled():
 @pytest.mark.parametrize(("file", "name"), list(_ok_cases()))
 def test_the_two_planes_compute_version_1s_outputs_bit_for_bit(file, name):
     case = aj.build_case(str(KERNELS / file), name)
-    planes = run_planes(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params)
-    assert planes.verdict is aj.Verdict.OK, str(planes.check)
-    v1 = aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params)
+    planes = aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params)
+    assert _verdict(planes) is aj.Verdict.OK, str(planes.report())
+    v1 = _version_1(case)
     for out in case.outputs:
         np.testing.assert_array_equal(np.asarray(planes.outputs[out]), np.asarray(v1.outputs[out]), err_msg=out)
     if case.reference is not None:
@@ -54,12 +64,12 @@ def test_a_deadlocked_wait_stops_its_section_and_the_good_twin_runs_on():
     """Only AIV0 sets the event the cube waits for (INTRA_BLOCK needs both): the cube's segment after the wait
     never runs, so the output stays as it was; with both AIVs setting it, the output is the reference."""
     bad = aj.build_case(str(KERNELS / "vec_cube.py"), "vec_cube_one_aiv_sets")
-    stuck = run_planes(bad.kernel, bad.inputs, bad.outputs, chip=bad.chip, params=bad.params)
-    assert stuck.verdict is aj.Verdict.DEADLOCK
+    stuck = aj.run(bad.kernel, bad.inputs, bad.outputs, chip=bad.chip, params=bad.params)
+    assert _verdict(stuck) is aj.Verdict.DEADLOCK
     assert not np.any(np.asarray(stuck.outputs["out"]))
     good = aj.build_case(str(KERNELS / "vec_cube.py"), "vec_cube_abs_sqrt_matmul")
-    ran = run_planes(good.kernel, good.inputs, good.outputs, chip=good.chip, params=good.params)
-    assert ran.verdict is good.expect is aj.Verdict.OK, str(ran.check)
+    ran = aj.run(good.kernel, good.inputs, good.outputs, chip=good.chip, params=good.params)
+    assert _verdict(ran) is good.expect is aj.Verdict.OK, str(ran.report())
     want = good.reference(good.inputs)["out"]
     np.testing.assert_allclose(np.asarray(ran.outputs["out"], np.float64), want, atol=good.atol, rtol=0)
 
@@ -87,10 +97,10 @@ def test_the_data_plane_carries_only_data():
 @pytest.mark.slow  # the data functions are version 1's, whose jit / op-by-op agreement the default suite checks
 def test_jit_and_op_by_op_agree():
     case = matmul_case(128, 128, 128)
-    jitted = run_planes(case.kernel, case.inputs, case.outputs, params=case.params)
-    eager = run_planes(case.kernel, case.inputs, case.outputs, params=case.params, jit=False)
+    jitted = aj.run(case.kernel, case.inputs, case.outputs, params=case.params)
+    eager = aj.run(case.kernel, case.inputs, case.outputs, params=case.params, jit=False)
     np.testing.assert_array_equal(np.asarray(jitted.outputs["c"]), np.asarray(eager.outputs["c"]))
-    assert jitted.verdict is eager.verdict is aj.Verdict.OK
+    assert _verdict(jitted) is _verdict(eager) is aj.Verdict.OK
 
 
 def test_gradients_flow_through_the_data_plane():
@@ -101,7 +111,7 @@ def test_gradients_flow_through_the_data_plane():
     params = {**case.params, "dtype": "float32"}
 
     def loss(a, b):
-        return jnp.sum(run_planes(case.kernel, {"a": a, "b": b}, case.outputs, params=params).outputs["c"])
+        return jnp.sum(aj.run(case.kernel, {"a": a, "b": b}, case.outputs, params=params).outputs["c"])
 
     da, db = jax.grad(loss, argnums=(0, 1))(a, b)
     ones = np.ones((128, 128))
@@ -114,25 +124,23 @@ def test_scenarios_vmap_through_both_planes():
     its own run gives (the recipe; a store without phase, a race; Partial then Final only, a deadlock)."""
     from phases import phase_case
 
-    from ascjax.engine import verdict
-
     P, F, NONE = int(aj.AccPhase.Partial), int(aj.AccPhase.Final), 0
     scenarios = {"first": [P, P, P], "middle": [P, P, F], "last": [F, F, F], "store": [F, NONE, F]}
     case = phase_case(P, P, F, F)
 
     def one(first, middle, last, store):
         params = {"first": first, "middle": middle, "last": last, "store": store}
-        r = run_planes(case.kernel, case.inputs, case.outputs, params=params, jit=False)
-        return r.outputs["out"], verdict(r.check.result)
+        r = aj.run(case.kernel, case.inputs, case.outputs, params=params, jit=False)
+        return r.outputs["out"], r.verdict
 
     outs, codes = jax.jit(jax.vmap(one))(*(jnp.asarray(scenarios[k], jnp.int32) for k in scenarios))
-    words = [aj.Verdict[aj.core.Finding(int(c)).verdict] if c >= 0 else aj.Verdict.OK for c in np.asarray(codes)]
+    words = [aj.Verdict(int(c)) for c in np.asarray(codes)]
     assert words == [aj.Verdict.OK, aj.Verdict.RACE, aj.Verdict.DEADLOCK]
     for i in range(3):
-        alone = run_planes(
+        alone = aj.run(
             case.kernel, case.inputs, case.outputs, params={k: jnp.int32(v[i]) for k, v in scenarios.items()}
         )  # traced: one compile
-        assert alone.verdict is words[i]
+        assert _verdict(alone) is words[i]
         np.testing.assert_array_equal(np.asarray(outs[i]), np.asarray(alone.outputs["out"]))
 
 
@@ -163,15 +171,15 @@ def test_poison_races_puts_nan_into_the_reads_the_control_plane_flags():
     x = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
     inputs = {"x": x, "big": np.zeros((128, 128), np.float32)}
     outputs = {"ws": ((32, 32), "float32"), "out": ((32, 32), "float32")}
-    poisoned = run_planes(_handoff_kernel, inputs, outputs, options=aj.Options(poison_races=True))
-    assert poisoned.verdict is aj.Verdict.RACE
-    assert "RACE (RAW) on GM:ws" in str(poisoned.check)
+    poisoned = aj.run(_handoff_kernel, inputs, outputs, poison_races=True)
+    assert _verdict(poisoned) is aj.Verdict.RACE
+    assert "RACE (RAW) on GM:ws" in str(poisoned.report())
     assert np.all(np.isnan(np.asarray(poisoned.outputs["out"])))
     np.testing.assert_array_equal(np.asarray(poisoned.outputs["ws"]), x)
-    v1 = aj.run(_handoff_kernel, inputs, outputs, poison_races=True)
+    v1 = aj.launch(_handoff_kernel, inputs, outputs, block_dim=1, options=aj.Options(poison_races=True))
     for name in outputs:
         np.testing.assert_array_equal(np.asarray(poisoned.outputs[name]), np.asarray(v1.outputs[name]))
-    plain = run_planes(_handoff_kernel, inputs, outputs)  # without poison_races the read sees what landed first
+    plain = aj.run(_handoff_kernel, inputs, outputs)  # without poison_races the read sees what landed first
     np.testing.assert_array_equal(np.asarray(plain.outputs["out"]), x)
 
 
@@ -195,7 +203,7 @@ def test_every_issue_of_the_data_plane_finds_its_record_entry(file, name, monkey
 
     monkeypatch.setattr(dataplane.Poison, "racy_read", racy_read)
     options = aj.Options(poison_races=True)
-    run_planes(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params, options=options, jit=False)
+    aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params, options=options, jit=False)
     assert looked
     for tag, entry, depth, poison in looked:
         assert entry is not None, tag

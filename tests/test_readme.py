@@ -24,4 +24,4 @@ def test_the_ascend_c_example_runs_as_pasted_and_prints_its_report(tmp_path):
     run = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == shown.strip()
-    assert re.search(r"stuck at fixpipe at example\.py:\d+", run.stdout)
+    assert re.search(r"fixpipe at example\.py:\d+ \(AIC\.FIX\) waits for unit flag = 1", run.stdout)

@@ -54,7 +54,7 @@ def test_one_row_equals_a_single_run(table):
     costs = eqx.tree_at(lambda c: c.mte2_bytes_per_cycle, costs, jnp.float32(64))
     r = aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params, costs=costs)
     row = next(r for r in table.rows if r["n"] == 3 and r["costs.mte2_bytes_per_cycle"] == 64)
-    assert row["cycles"] == float(np.max(np.asarray(r.state.time.pipe_t)))
+    assert row["cycles"] == r.report().cycles > 0
 
 
 def test_table_saves_csv_and_json(table, tmp_path):
@@ -126,11 +126,13 @@ def test_sweep_shards_over_host_devices():
 
 
 def _counted(k, trips=2, phase=aj.AccPhase.Final):
-    """A loop of ``trips`` (at most 4) flag round trips; ``phase`` only names an enum column."""
+    """A loop of ``trips`` (at most 4) flag round trips MTE2 -> MTE1 -> MTE2; ``phase`` only names an enum column."""
 
     def step(i):
         k.sync_notify("MTE2", "MTE1", 0)
         k.sync_wait("MTE2", "MTE1", 0)
+        k.sync_notify("MTE1", "MTE2", 0)  # the way back: MTE2 sets again only once MTE1 took the signal
+        k.sync_wait("MTE1", "MTE2", 0)
 
     k.range(4, step, count=trips)
 

@@ -313,5 +313,5 @@ def test_a_move_after_a_draining_move_is_told_an_earlier_read_drained_the_blocks
     assert runs[STPhase.Partial].report().verdict is aj.Verdict.OK, runs[STPhase.Partial].report().message
     rep = runs[STPhase.Final].report()
     assert rep.verdict is aj.Verdict.DEADLOCK and rep.op == "move", rep.message
-    assert "last touched by move" in rep.message
+    assert "last read by move" in rep.message
     assert "an earlier read already drained these blocks" in rep.message and "STPhase.Partial" in rep.message

@@ -45,6 +45,7 @@ class Machine(eqx.Module):
     busy: Bool[Array, " Q"]  # the head has started and not completed
     busy_end: Int[Array, " Q"]
     free_t: Int[Array, " Q"]  # when the queue's last instruction completed
+    last_mmad: Bool[Array, " Q"]  # the queue's last instruction to start was an mmad (one may stream behind it)
     fence_pos: Int[Array, " 3"]  # next unfinished fence of each core
     vc: Int[Array, "Q Q"]  # one vector clock per queue
     # intra-core flag bits
@@ -111,6 +112,7 @@ class Col(enum.IntEnum):
     CYCLES = 21
     UF_PERIOD = 22  # its unit-flag blocks: the first UF_RUN of every UF_PERIOD blocks of the range (0: all)
     UF_RUN = 23
+    HEAD = 24  # cycles of CYCLES an mmad saves when it streams: it starts as the previous one on its pipe ends
 
 
 N_COLS = len(Col) + 3  # ALT spans four columns
@@ -150,6 +152,7 @@ def plan(st: Static, op: dict) -> Plan:
         Col.UF_LO: op["uf_lo"], Col.UF_HI: op["uf_hi"], Col.SLOT: slot, Col.COUNTER: counter, Col.EVENT_ID: eid,
         Col.ID_OK: ok, Col.CH0: st.channels[:, 0], Col.CH1: st.channels[:, 1], Col.FENCE: st.fence, Col.MODE: op["mode"],
         Col.CYCLES: jnp.maximum(op["cycles"], 0), Col.UF_PERIOD: st.uf_stride[:, 0], Col.UF_RUN: st.uf_stride[:, 1],
+        Col.HEAD: jnp.clip(op["head_cycles"], 0, jnp.maximum(op["cycles"] - 1, 0)),
     }  # fmt: skip
     cols.update({Col.ALT + j: st.channel_alt[:, j] for j in range(4)})
     table = jnp.stack([jnp.asarray(cols[c], jnp.int32) for c in range(N_COLS)], axis=1)
@@ -164,7 +167,7 @@ def init_machine(st: Static) -> Machine:
     zi = lambda *s: jnp.zeros(s, jnp.int32)
     neg = lambda *s: jnp.full(s, -1, jnp.int32)
     return Machine(
-        now=zi(), pos=zi(q), busy=jnp.zeros(q, bool), busy_end=zi(q), free_t=zi(q), fence_pos=zi(3), vc=zi(q, q),
+        now=zi(), pos=zi(q), busy=jnp.zeros(q, bool), busy_end=zi(q), free_t=zi(q), last_mmad=jnp.zeros(q, bool), fence_pos=zi(3), vc=zi(q, q),
         flag=jnp.zeros(f, bool), flag_t=zi(f), flag_clock=zi(f, q), flag_inst=neg(f),
         count=zi(c, e), ring_head=zi(c, e), ring_clock=zi(c, e, d, q), ring_t=zi(c, e, d), ring_inst=neg(c, e, d),
         ring_mode=neg(c, e, d), take_q=neg(c, e), take_epoch=zi(c, e), take_inst=neg(c, e),
@@ -354,6 +357,9 @@ def _start(m: Machine, st: Static, row, q, h, start_t):
     )
     source = jnp.where(uf_on & (source < 0), jnp.max(jnp.where(mask, m.uf_inst, -1)), source)
 
+    # an mmad streams behind the one before it on its pipe (no gap): its pipeline is full, it pays no head
+    streams = (row[Col.HEAD] > 0) & m.last_mmad[q] & (m.free_t[q] == start_t)
+
     # PIPE_ALL: the core's queues are idle; each now knows what all of them did
     same_core = st.queue_core == row[Col.CORE]
     joined = jnp.max(jnp.where(same_core[:, None], vc, 0), axis=0)
@@ -363,7 +369,8 @@ def _start(m: Machine, st: Static, row, q, h, start_t):
         m,
         vc=vc,
         busy=hot.put(m.busy, (q,), True),
-        busy_end=hot.put(m.busy_end, (q,), start_t + row[Col.CYCLES]),
+        last_mmad=hot.put(m.last_mmad, (q,), row[Col.HEAD] > 0),
+        busy_end=hot.put(m.busy_end, (q,), start_t + row[Col.CYCLES] - jnp.where(streams, row[Col.HEAD], 0)),
     )
     return m, _finding(found), source.astype(jnp.int32)
 
