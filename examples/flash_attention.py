@@ -20,10 +20,10 @@ import time
 import numpy as np
 
 import ascjax as aj
-from ascjax import trace
 from ascjax.compare import compare_files
 from ascjax.formats.device_bytes import to_device_bytes
 from ascjax.golden import write_golden
+from ascjax.timeline import summary_text
 
 KERNEL = pathlib.Path(__file__).resolve().parent.parent / "kernels" / "flash_attention.py"
 
@@ -38,16 +38,16 @@ def main() -> int:
 
     start = time.perf_counter()
     case = aj.build_case(str(KERNEL), "f16_s187_d64")
-    result, rep, err = aj.run_case(case, max_events=4096)
+    result, rep, err = aj.run_case(case)
     print(f"{KERNEL.name}::{case.name}: {case.description}  [{time.perf_counter() - start:.1f} s]\n")
     print(rep)
-    print("\n".join(trace.summary_text(rep.timing).splitlines()[1:]))
+    print("\n".join(summary_text(rep.timing).splitlines()[1:]))
     print(f"max abs err vs float64 attention: {err:.2e} (tolerance {case.atol:g})")
 
-    state = result.state
-    trace.to_perfetto(state, str(out / "flash_attention.json"))
+    run = result.timeline()
+    run.to_perfetto(str(out / "flash_attention.json"))
     try:
-        trace.plot_timeline(state, str(out / "flash_attention.png"), title="flash attention, f16, 3 KV tiles")
+        run.plot(str(out / "flash_attention.png"), title="flash attention, f16, 3 KV tiles")
         print(f"timeline: {out / 'flash_attention.png'}; trace: {out / 'flash_attention.json'}")
     except ImportError:
         print(f"trace: {out / 'flash_attention.json'} (install matplotlib for the timeline picture)")
