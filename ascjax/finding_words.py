@@ -244,8 +244,10 @@ class _Words:
         sync = Sync(int(t.sync[inst]))
         if self.start.size and self.start[inst] >= 0:
             return "started and never completed"
-        if sync is Sync.WAIT_FLAG and t.flag_base[inst] >= 0 and not t.flag_scale[inst]:
-            return f"waits for {self.flag(int(t.flag_base[inst]))}, which no set delivers"
+        if sync is Sync.WAIT_FLAG and t.flag_base[inst] >= 0:
+            bit = int(t.flag_base[inst]) + int(t.flag_scale[inst]) * int(self.ops["event_id"][inst])  # a traced id
+            if 0 <= bit < len(t.flag_bits):
+                return f"waits for {self.flag(bit)}, which no set delivers"
         if sync is Sync.CROSS_WAIT:
             return self.cross_wait(inst)
         if sync is Sync.BARRIER_ALL:

@@ -1,7 +1,9 @@
 """``launch``: run a kernel on ``block_dim`` AI Core blocks (SPMD) and merge what they wrote to GM.
 
 The kernel is traced and compiled once for every block, and each block reads its index with
-``pl.get_block_idx()`` / ``k.block_idx``. The blocks run one after another (a ``lax.scan``), so a
+``pl.get_block_idx()`` / ``k.block_idx`` (traced, so every block has the same record template and its own
+operands). Each block runs on the two planes (``ascjax.planes``): the control plane checks its
+synchronisation, the data plane computes its GM. The blocks run one after another (a ``lax.scan``), so a
 block's branches (a ``cond``, the section scheduler's choice of segment) stay branches; with
 ``block_parallel=True`` they are one ``jax.vmap``, which runs every branch of every block and
 selects (worth it only for straight-line kernels on a wide device). Every block
@@ -15,7 +17,8 @@ launch holds one copy of GM plus the blocks' write marks, not ``block_dim`` copi
 - a GM granule (``Options.gm_granule_bytes``) that two blocks write, one of them with a
   plain store, is a RACE: the result depends on which write lands last.
 
-The launch's verdict is that of the first block that failed (lowest index), else the merge's.
+The launch's verdict is that of the first block that failed (lowest index; its most severe finding), else the
+merge's.
 """
 
 from __future__ import annotations
@@ -28,33 +31,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import dtypes
+from . import dataplane, dtypes
+from .check import CheckResult, control_options, verdict_codes
 from .chip import Chip, get_chip
 from .core import EXCEPTIONS, Verdict
-from .finish import finish
+from .engine import ControlOptions, ControlResult, Record, run_control, sync_latency
 from .options import Options
-from .program import Program
-from .report import Report, report
+from .planes import execute_data
+from .report import Report
 from .run import raise_if_failed
-from .state import GM_PLAIN, State
+from .run_warnings import run_warnings
+from .state import GM_PLAIN
 from .timing import Costs, default_costs
-from .trace import summary
-from .tracing import gm_inputs, initial_gm, output_spec, trace_kernel, warn_unused_inputs
-
-
-def execute_block(
-    kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple, params: dict, *, block=None
-) -> State:
-    """Trace ``kernel`` on one block and return its finished state.
-
-    ``block`` (a launch's): ``(block_idx, block_num)``; the state then keeps the GM write marks the merge needs.
-    """
-    names = tuple(name for name, _ in outputs)
-    state = State.create(chip, initial_gm(inputs, outputs), names, options, costs, track_gm_writes=block is not None)
-    block_idx, block_num = block if block is not None else (None, 1)
-    program = trace_kernel(kernel, Program(chip, state, block_idx=block_idx, block_num=block_num), params)
-    warn_unused_inputs(inputs, program, outputs)
-    return finish(program.state)
+from .tracing import gm_inputs, initial_gm, output_spec, record_kernel
 
 
 class GmMerge(eqx.Module):
@@ -189,21 +178,23 @@ def launch_cycles(block_cycles, ai_cores: int):
 
 
 class LaunchResult(eqx.Module):
-    """Merged outputs, the blocks' final states (leading block axis) and the launch's verdict.
+    """Merged outputs, each block's record and control-plane result (leading block axis), the merge and the verdict.
 
     ``block`` is the block the verdict comes from (-1: the merge, or OK). Under ``jax.vmap`` every
-    field gains a leading scenario axis (``states`` then has (scenario, block)). The blocks'
-    states come without their copies of GM and their access shadows: the merge consumed those
-    (keeping them would cost ``block_dim`` times GM); ``gm_spec`` keeps each GM tensor's
-    ``(name, shape, dtype)`` for the reports.
+    field gains a leading scenario axis (the blocks' then have (scenario, block)). The blocks' GM
+    copies are not kept: the merge consumed them (keeping them would cost ``block_dim`` times GM).
     """
 
     outputs: dict[str, jax.Array]
-    states: State
+    records: Record  # the template (one for every block) and each block's operands
+    controls: ControlResult
     merge: GmMerge
     verdict: jax.Array
     block: jax.Array
-    gm_spec: tuple = eqx.field(static=True, default=())
+    costs: Costs
+    chip: Chip = eqx.field(static=True)
+    output_spec: tuple = eqx.field(static=True, default=())  # ``(name, (shape, dtype))`` per GM output
+    granule_bytes: int = eqx.field(static=True, default=32)
 
     @property
     def ok(self) -> bool:
@@ -211,39 +202,52 @@ class LaunchResult(eqx.Module):
 
     @property
     def block_dim(self) -> int:
-        return int(self.states.error.code.shape[-1])
+        return int(np.shape(self.controls.n_findings)[-1])
 
     @property
     def block_cycles(self) -> jax.Array:
-        """Cycles of each block on its own (its last pipe to finish)."""
-        return jnp.max(self.states.time.pipe_t, axis=-1)
+        """Cycles of each block on its own (when its last instruction completed)."""
+        return jnp.maximum(jnp.max(self.controls.end, axis=-1), 0)
 
     @property
     def cycles(self) -> jax.Array:
         """Cycles of the launch: blocks beyond ``chip.ai_cores`` run in waves (see ``launch_cycles``)."""
-        return launch_cycles(self.block_cycles, self.states.chip.ai_cores)
+        return launch_cycles(self.block_cycles, self.chip.ai_cores)
+
+    def checked(self, block: int, index: int | None = None) -> CheckResult:
+        """What the control plane found in ``block`` (``index``: one scenario of a vmapped batch)."""
+        n = self.block_dim
+        if not 0 <= block < n:
+            raise ValueError(f"block {block} is outside the launch's blocks [0, {n})")
+        batched = np.ndim(self.controls.n_findings) > 1
+        if batched and index is None:
+            raise ValueError("this launch holds a batch of scenarios: pass index= to pick one")
+        at = (index, block) if batched else (block,)
+        pick = lambda x: np.asarray(x)[at]  # noqa: E731  (every leaf has the block axis, after the scenario one)
+        record = Record(self.records.template, jax.tree_util.tree_map(pick, self.records.operands))
+        return CheckResult.of(record, jax.tree_util.tree_map(pick, self.controls), self.chip, self.costs)
 
     def report(self, block: int | None = None, index: int | None = None) -> Report:
         """Explain the launch, or one ``block`` of it (``index``: one scenario of a vmapped batch)."""
-        states, merge = jax.device_get((self.states, self.merge))
-        if index is not None:
-            states, merge = jax.tree_util.tree_map(lambda x: x[index], (states, merge))
-        if np.ndim(merge.code) != 0:
+        codes = np.asarray(self.verdict if index is None else np.asarray(self.verdict)[index])
+        if np.ndim(codes) != 0:
             raise ValueError("this launch holds a batch of scenarios: pass index= to pick one")
-        n = int(states.error.code.shape[0])
         if block is not None:
-            if not 0 <= block < n:
-                raise ValueError(f"block {block} is outside the launch's blocks [0, {n})")
-            return _block_report(states, block, self.gm_spec)
-        bad = np.flatnonzero(np.asarray(states.error.code) != Verdict.OK)
+            return _block_report(self.checked(block, index), block)
+        per_block = np.asarray(verdict_codes(self.controls))
+        per_block = per_block if index is None else per_block[index]
+        bad = np.flatnonzero(per_block != Verdict.OK)
         if bad.size:
-            return _block_report(states, int(bad[0]), self.gm_spec)
-        timing = _launch_timing(states)
-        warnings = _warnings(states, self.gm_spec)
-        chip = states.chip.name
+            return _block_report(self.checked(int(bad[0]), index), int(bad[0]))
+        blocks = [self.checked(b, index) for b in range(self.block_dim)]
+        timing = _launch_timing(blocks, self.chip)
+        warnings = _warnings(blocks)
+        merge = jax.tree_util.tree_map(lambda x: np.asarray(x) if index is None else np.asarray(x)[index], self.merge)
+        chip, n = self.chip.name, self.block_dim
         if int(merge.code) == Verdict.OK:
             return Report(Verdict.OK, f"OK (chip {chip}, {n} blocks)", None, None, warnings, chip, timing)
-        return Report(Verdict.RACE, _merge_race(states, merge, self.gm_spec), None, None, warnings, chip, timing)
+        message = _merge_race(merge, self.output_spec, self.granule_bytes)
+        return Report(Verdict.RACE, message, None, None, warnings, chip, timing)
 
     def check(self) -> LaunchResult:
         """Raise the typed error (``RaceError``, ``DeadlockError``...) if the verdict is not OK."""
@@ -257,41 +261,34 @@ class LaunchResult(eqx.Module):
         return self
 
 
-def _block(states: State, b: int, gm_spec: tuple) -> State:
-    """Block ``b``'s state, its GM as zero-strided stand-ins (the reports read only shapes and dtypes)."""
-    state = jax.tree_util.tree_map(lambda x: x[b], states)
-    gm = {name: np.broadcast_to(np.zeros((), dtype), shape) for name, shape, dtype in gm_spec}
-    return dataclasses.replace(state, gm=gm)
-
-
-def _block_report(states: State, b: int, gm_spec: tuple) -> Report:
-    rep = report(_block(states, b, gm_spec))
+def _block_report(found: CheckResult, b: int) -> Report:
+    rep = found.report()
     return dataclasses.replace(rep, message=f"block {b}: {rep.message}")
 
 
-def _warnings(states: State, gm_spec: tuple) -> list[str]:
+def _warnings(blocks: list) -> list[str]:
     """Every block's warnings, each once, naming the blocks that raised it."""
     seen: dict[str, list[int]] = {}
-    for b in range(int(states.error.code.shape[0])):
-        if np.any(np.asarray(states.warn_op[b]) >= 0):
-            for text in report(_block(states, b, gm_spec)).warnings:
-                seen.setdefault(text, []).append(b)
+    for b, found in enumerate(blocks):
+        for text in run_warnings(found.record, found.result):
+            seen.setdefault(text, []).append(b)
     return [f"block{'s' if len(bs) > 1 else ''} {', '.join(map(str, bs))}: {text}" for text, bs in seen.items()]
 
 
-def _launch_timing(states: State) -> dict:
+def _launch_timing(blocks: list, chip: Chip) -> dict:
     """The slowest block's summary, with the launch's cycles (waves over ``chip.ai_cores``) and per-block cycles."""
-    per_block = np.max(np.asarray(states.time.pipe_t), axis=-1)
-    n, cores = per_block.shape[0], states.chip.ai_cores
-    total = float(launch_cycles(per_block, cores))
+    runs = [found.timeline() for found in blocks]
+    per_block = np.asarray([run.cycles for run in runs], np.int64)
+    n, cores = len(runs), chip.ai_cores
+    total = int(launch_cycles(per_block, cores))
     slowest = int(np.argmax(per_block))
-    info = summary(states, slowest)
+    info = runs[slowest].summary()
     used = min(n, cores)
-    ideal = float(np.sum(np.asarray(states.time.cube_ideal)))
+    work = sum(run.cube_work_cycles for run in runs)
     info.update(
         cycles=total,
-        microseconds=total / states.chip.clock_mhz,
-        cube_peak_fraction=ideal / (total * used) if total > 0 else 0.0,
+        microseconds=total / chip.clock_mhz,
+        cube_peak_fraction=work / (total * used) if total > 0 else 0.0,
         block_cycles=per_block.tolist(),
         slowest_block=slowest,
         ai_cores=cores,
@@ -300,11 +297,9 @@ def _launch_timing(states: State) -> dict:
     return info
 
 
-def _merge_race(states: State, merge: GmMerge, gm_spec: tuple) -> str:
-    name = states.gm_outputs[int(merge.tensor)]
-    shape, dtype = next((shape, dtype) for n, shape, dtype in gm_spec if n == name)
+def _merge_race(merge: GmMerge, outputs: tuple, granule_bytes: int) -> str:
+    name, (shape, dtype) = outputs[int(merge.tensor)]
     size = int(np.prod(shape))
-    granule_bytes = states.options.gm_granule_bytes
     bits = dtypes.bits(dtype)
     per = _per_granule(bits, granule_bytes)
     g, a, b = int(merge.granule), int(merge.block_a), int(merge.block_b)
@@ -339,57 +334,51 @@ def _merge_race(states: State, merge: GmMerge, gm_spec: tuple) -> str:
     return "\n".join(lines)
 
 
-def _launch(
-    kernel,
-    chip: Chip,
-    options: Options,
-    costs,
-    inputs: dict,
-    outputs: tuple,
-    params: dict,
-    block_dim: int,
-    block_parallel: bool = False,
-):
+def _one_block(kernel, chip, options, control, costs, inputs, outputs, params, b, block_dim):
+    """Block ``b`` on the two planes: its record, what the control plane found, and its data-plane state (with
+    the GM write marks the merge needs)."""
+    block = {"block_idx": b, "block_num": block_dim}
+    record = record_kernel(kernel, inputs, dict(outputs), chip=chip, params=params, costs=costs, block=block)
+    found = run_control(record, control, sync_latency(costs))
+    order = dataplane.schedule(record, found)
+    poison = dataplane.Poison(record, found.racy) if options.poison_races else None
+    state = execute_data(kernel, chip, options, inputs, outputs, params, order, poison, block=block)
+    return record, found, state
+
+
+def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, outputs: tuple, params: dict,
+            block_dim: int, block_parallel: bool = False):  # fmt: skip
     def one_block(b):
-        return execute_block(kernel, chip, options, costs, inputs, outputs, params, block=(b, block_dim))
+        return _one_block(kernel, chip, options, control, costs, inputs, outputs, params, b, block_dim)
 
     names = tuple(name for name, _ in outputs)
     initial = initial_gm({}, outputs)
     granule_bytes = options.gm_granule_bytes
     blocks = jnp.arange(block_dim, dtype=jnp.int32)
     if block_parallel:
-        full = jax.vmap(one_block)(blocks)
-        states, marks = _strip(full), full.gm_written
+        records, controls, full = jax.vmap(one_block)(blocks)
+        marks = full.gm_written
         merged, merge = merge_gm(names, initial, {n: full.gm[n] for n in names}, marks, granule_bytes)
     else:
 
         def step(accs, b):  # run block b and fold its GM into the merge at once: no block keeps a copy of GM
-            state = one_block(b)
+            record, found, state = one_block(b)
             accs = {n: _add(accs[n], initial[n], state.gm[n], state.gm_written[n]) for n in names}
-            return accs, (_strip(state), state.gm_written, _summaries(names, initial, state.gm_written, granule_bytes))
+            summary = _summaries(names, initial, state.gm_written, granule_bytes)
+            return accs, (record, found, state.gm_written, summary)
 
         start = {name: _start(initial[name]) for name in names}
-        accs, (states, marks, summaries) = jax.lax.scan(step, start, blocks)
+        accs, (records, controls, marks, summaries) = jax.lax.scan(step, start, blocks)
         merged, merge = _merge_record(names, initial, accs, summaries, marks, granule_bytes)
-    codes = states.error.code
+    codes = verdict_codes(controls)
     failed = codes != Verdict.OK
     first = jnp.argmax(failed)
     verdict = jnp.where(jnp.any(failed), codes[first], merge.code)
     block = jnp.where(jnp.any(failed), first, -1).astype(jnp.int32)
-    gm_spec = tuple((name, tuple(x.shape), np.dtype(x.dtype)) for name, x in {**inputs, **initial}.items())
     return LaunchResult(
-        outputs={name: merged[name] for name in names},
-        states=states,
-        merge=merge,
-        verdict=verdict,
-        block=block,
-        gm_spec=gm_spec,
-    )
-
-
-def _strip(state: State) -> State:
-    """What a launch keeps of a block's final state: all but its GM copy, write marks and shadows."""
-    return dataclasses.replace(state, gm={}, gm_written={}, shadows={})
+        outputs={name: merged[name] for name in names}, records=records, controls=controls, merge=merge,
+        verdict=verdict, block=block, costs=costs, chip=chip, output_spec=outputs, granule_bytes=granule_bytes,
+    )  # fmt: skip
 
 
 _launch_jit = eqx.filter_jit(_launch)
@@ -404,6 +393,7 @@ def launch(
     chip: str | Chip = "a2",
     params: dict | None = None,
     options: Options | None = None,
+    control: ControlOptions | None = None,
     costs: Costs | None = None,
     jit: bool = True,
     throw: bool = False,
@@ -413,7 +403,7 @@ def launch(
 
     Arguments as for ``ascjax.run``; the kernel reads its block with ``pl.get_block_idx()``
     / ``k.block_idx`` and ``block_dim`` with ``pl.get_block_num()`` / ``k.block_num``. Returns a
-    ``LaunchResult`` with the merged ``outputs``, per-block ``states``, ``verdict``,
+    ``LaunchResult`` with the merged ``outputs``, per-block ``records`` and ``controls``, ``verdict``,
     ``cycles`` and ``report()``. ``block_parallel``: run the blocks as one ``vmap`` instead of
     one after another (see the module docstring). See docs/multi-block.md.
     """
@@ -421,9 +411,13 @@ def launch(
         raise ValueError(f"block_dim is the number of blocks to launch, a static int >= 1, got {block_dim!r}")
     chip = get_chip(chip)
     options = options or Options()
+    control = control or control_options(chip)
+    if not options.sanitize:
+        control = dataclasses.replace(control, sanitize=False)
     costs = default_costs(chip) if costs is None else costs
     inputs = gm_inputs(inputs)
     spec = output_spec(outputs)
     run = _launch_jit if jit else _launch
-    result = run(kernel, chip, options, costs, inputs, spec, dict(params or {}), int(block_dim), bool(block_parallel))
+    args = (kernel, chip, options, control, costs, inputs, spec, dict(params or {}), int(block_dim))
+    result = run(*args, bool(block_parallel))
     return raise_if_failed(result, result.verdict) if throw else result

@@ -29,12 +29,15 @@ def execute_data(
     params: dict,
     order: dataplane.Schedule,
     poison: dataplane.Poison | None = None,
+    block: dict | None = None,
 ) -> State:
     """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves. The reads
-    ``poison`` names racy write NaN (``options.poison_races``)."""
+    ``poison`` names racy write NaN (``options.poison_races``). ``block``: a launch's ``{"block_idx": b,
+    "block_num": n}``; the state then keeps the GM write marks the launch's merge needs."""
     names = tuple(name for name, _ in outputs)
-    state = State.create(chip, initial_gm(inputs, outputs), names, options, data_only=True)
-    program = Program(chip, state)
+    gm = initial_gm(inputs, outputs)
+    state = State.create(chip, gm, names, options, data_only=True, track_gm_writes=block is not None)
+    program = Program(chip, state, **(block or {}))
     program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
     program.poison = poison
     return trace_kernel(kernel, program, params).state

@@ -241,7 +241,8 @@ class Recorder:
         """The framework's M -> FIX sync before a phase-less store of a tile a phase-less matmul wrote last.
 
         The set is recorded on M at the store's place in the program: M runs in order, so it completes
-        after every matmul issued before it, the last one on this tile among them."""
+        after every matmul issued before it, the last one on this tile among them. A second store of the
+        tile before another matmul needs none: FIX runs in order, after the first store's wait."""
         key = tile.name
         if key not in self._auto_ids:
             self._auto_ids[key] = len(self._auto_ids)
@@ -249,6 +250,7 @@ class Recorder:
         if event_id >= self.builder.n_flag_ids:
             raise ValueError(f"more than {self.builder.n_flag_ids} L0C tiles take the framework's M -> FIX sync")
         pending = self.auto.get(key, jnp.asarray(False)) & no_phase
+        self.auto[key] = self.auto.get(key, jnp.asarray(False)) & ~pending  # later stores: the mmad is waited for
         triple = (AIC, Pipe.M, Pipe.FIX, AUTO_SYNC)
         for sync, pipe in ((Sync.SET_FLAG, Pipe.M), (Sync.WAIT_FLAG, Pipe.FIX)):
             self.builder.instruction(

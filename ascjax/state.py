@@ -255,11 +255,12 @@ class State(eqx.Module):
         costs = (
             default_costs(chip) if costs is None else costs
         )  # data_only: ops still name it (their cycles are dead code)
+        gm_written = {name: jnp.zeros(jnp.shape(gm[name]), jnp.uint8) for name in outputs} if track_gm_writes else {}
         if data_only:
             return State(
                 chip=chip, options=dataclasses.replace(options, sanitize=False, max_events=0), tiles=(),
                 gm_outputs=tuple(outputs), buffer_codes=(), gm={name: jnp.asarray(x) for name, x in gm.items()},
-                gm_written={}, aic=Aic.empty(chip, 0, data_only=True), ub=({}, {}), wait=None, flags=None, xc=None,
+                gm_written=gm_written, aic=Aic.empty(chip, 0, data_only=True), ub=({}, {}), wait=None, flags=None, xc=None,
                 cursors={}, issue_log=None, vc=None, costs=costs, time=None, shadows={}, error=None, seq=None,
                 loop=None, warn_op=None,
             )  # fmt: skip
@@ -277,7 +278,7 @@ class State(eqx.Module):
             gm_outputs=tuple(outputs),
             buffer_codes=tuple(shadows),
             gm=gm,
-            gm_written={name: jnp.zeros(gm[name].shape, jnp.uint8) for name in outputs} if track_gm_writes else {},
+            gm_written=gm_written,
             aic=Aic.empty(chip, width),
             ub=({}, {}),
             wait=PipeWait.empty(chip.l0c_blocks),

@@ -100,10 +100,11 @@ def record_kernel(
     chip: str | Chip = "a2",
     params: dict | None = None,
     costs: Costs | None = None,
+    block: dict | None = None,
 ):
     """Record ``kernel(k, **params)`` on one block without computing data: the engine's ``Record`` of its issues,
     each with its cycles from ``costs`` (default: the chip's table). An input the kernel never names draws an
-    ``UnusedInputWarning`` at the user's call.
+    ``UnusedInputWarning`` at the user's call. ``block``: a launch's ``{"block_idx": b, "block_num": n}``.
 
     The control plane (``ascjax.engine.run_control``) then checks the kernel's synchronisation.
     """
@@ -113,7 +114,7 @@ def record_kernel(
     gm = initial_gm(inputs, spec)
     state = State.create(chip, gm, tuple(name for name, _ in spec), data_only=True)
     recorder = Recorder(chip, gm, set(inputs), costs)
-    program = trace_kernel(kernel, Program(chip, state, recorder=recorder), params or {})
+    program = trace_kernel(kernel, Program(chip, state, recorder=recorder, **(block or {})), params or {})
     warn_unused_inputs(inputs, program, spec)
     return recorder.builder.build()
 
