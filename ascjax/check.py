@@ -62,7 +62,7 @@ class CheckResult:
         """The findings of one scenario put in words (under a transformation the words wait for the host)."""
         if isinstance(result.n_findings, jax.core.Tracer):
             return cls(record, result, (), chip, costs)
-        return cls(record, result, tuple(describe(record, result)), chip, costs)
+        return cls(record, result, tuple(describe(record, result, chip.name)), chip, costs)
 
     @property
     def verdict(self) -> Verdict:

@@ -12,7 +12,19 @@ import dataclasses
 
 import numpy as np
 
-from .core import AIC, BOUNDS_TRIP_COUNT, BOUNDS_WHAT, CORE_NAMES, HAZARD_NAMES, SMALL_TILE, Finding, Pipe, SyncMode
+from .core import (
+    AIC,
+    AIV0,
+    AIV1,
+    BOUNDS_TRIP_COUNT,
+    BOUNDS_WHAT,
+    CORE_NAMES,
+    HAZARD_NAMES,
+    SMALL_TILE,
+    Finding,
+    Pipe,
+    SyncMode,
+)
 from .engine import Sync, UnitFlagRole
 from .engine._checks import FAULT_DETAIL
 from .engine._log import DETAIL_A, DETAIL_B, ENTRY, INST, KIND, OTHER
@@ -69,7 +81,8 @@ class FindingText:
 
 
 class _Words:
-    def __init__(self, record, result):
+    def __init__(self, record, result, chip=None):
+        self.chip = chip
         self.t = record.template
         self.enable = np.asarray(record.operands["enable"]).reshape(-1)
         self.result = result
@@ -195,12 +208,26 @@ class _Words:
         elif what == 3:
             lo, hi = (int(x) for x in self.t.uf_atom_blocks[which])
             thing = f"unit flag of L0C blocks {lo}..{hi - 1}"
+        elif what == 1:
+            thing = f"cross-core event {which}{self.holders(which)}"
         else:
             thing = f"{_LEFT[what]} {which}"
         return (
             f"LEFTOVER: {thing} is still set when the kernel ends; set by {here}: the next kernel on this core "
             "inherits it"
         )
+
+    def holders(self, ev: int) -> str:
+        """`` (AIC -> AIV0 holds 1 signal, ...)``: who still holds signals of cross-core event ``ev``."""
+        t = self.t
+        if ev not in t.cross_ids:
+            return ""
+        e, count = t.cross_ids.index(ev), np.asarray(self.result.machine.count)
+        held = [
+            f"{CORE_NAMES[s] if s < len(CORE_NAMES) else 'barrier'} -> {CORE_NAMES[r]} holds {int(count[c, e])} "
+            "signal(s)" for c, (r, s) in enumerate(t.channel_keys) if count[c, e] > 0
+        ]  # fmt: skip
+        return f" ({', '.join(held)}; wait for it on the receiver or skip the set where no one waits)" if held else ""
 
     def sync(self, kind, here, there, a, b):
         if kind is Finding.DOUBLE_SET:
@@ -223,7 +250,15 @@ class _Words:
                 f"by {there}: a sync-mode mismatch.\n    Fix: set and wait of one event id must use the same sync_mode "
                 "(seed 002)."
             )
-        return f"SYNC_ERROR: {here} names event_id {b}, which is outside the chip's range"
+        t, inst = self.t, self.row_inst
+        cross = t.sync[inst] in (Sync.CROSS_SET, Sync.CROSS_WAIT)
+        n = t.n_cross_ids if cross else t.n_flag_ids
+        on = f" on chip {self.chip}" if self.chip else ""
+        kind = "cross-core event ids" if cross else "flag event ids per pipe pair"
+        return (
+            f"SYNC_ERROR: {here} names event_id {b}: event_id {b} is outside [0, {n}){on} ({n} {kind}), so it "
+            "synchronises nothing (a traced id is never wrapped)"
+        )
 
     def deadlock(self) -> str:
         """Every queue with work left: its first instruction that never completed, and what it waits for."""
@@ -255,7 +290,24 @@ class _Words:
         role = UnitFlagRole(int(t.uf_role[inst]))
         if role is not UnitFlagRole.NONE:
             return self.unit_flag_wait(inst, role)
+        held = self.held_by_cross_wait(inst)
+        if held is not None:
+            return (
+                f"is held by {self.where(held)}, which never got its signal: on this chip a cross-core wait holds "
+                f"every pipe of {CORE_NAMES[t.core[inst]]}"
+            )
         return "waits behind an earlier instruction of its pipe or a fence of its core"
+
+    def held_by_cross_wait(self, inst: int) -> int | None:
+        """A stuck cross-core wait of ``inst``'s core, earlier in its program, on another pipe (None: none)."""
+        t = self.t
+        if not self.end.size:
+            return None
+        waits = np.flatnonzero(
+            (t.sync == Sync.CROSS_WAIT) & (t.core == t.core[inst]) & (t.pidx < t.pidx[inst]) & self.enable
+            & (self.end < 0) & (t.queue != t.queue[inst])
+        )  # fmt: skip
+        return int(waits[np.argmin(t.pidx[waits])]) if waits.size else None
 
     def cross_wait(self, inst: int) -> str:
         """The event a stuck cross-core wait needs, from whom, why each sender's signal never came, and the fix."""
@@ -267,16 +319,35 @@ class _Words:
         if len(senders) > 1 and t.core[inst] == AIC:
             lines.append("    (INTRA_BLOCK: a cube wait needs a set from each of the two AIVs.)")
         ran = (self.start >= 0) & self.enable if self.start.size else np.zeros(t.n_instances, bool)
-        for s in (s for s in senders if s < len(CORE_NAMES)):
-            sets = int(np.sum(ran & (t.sync == Sync.CROSS_SET) & (t.core == s) & (self.ops["event_id"] == ev)))
-            if self.core_stuck(s):
-                lines.append(f"    {CORE_NAMES[s]} is itself stuck (see its entry), so its set never comes: a wait "
+        sets = ran & (t.sync == Sync.CROSS_SET) & (self.ops["event_id"] == ev)
+        count = np.asarray(self.result.machine.count)
+        e = t.cross_ids.index(ev) if ev in t.cross_ids else None
+        for c in (c for c in t.channels[inst] if c >= 0):
+            sender = t.channel_keys[c][1]
+            if e is not None and count[c, e] > 0:
+                continue  # this sender's signal is here: not what the wait lacks
+            if sender >= len(CORE_NAMES):  # the INTER_SUBBLOCK barrier: both AIVs set the id
+                for aiv in (AIV0, AIV1):
+                    if not np.any(sets & (t.core == aiv) & (self.ops["mode"] == int(SyncMode.INTER_SUBBLOCK))):
+                        lines.append(f"    {CORE_NAMES[aiv]} never ran set_cross_core(event_id={ev}, "
+                                     "INTER_SUBBLOCK): the barrier needs a set from each AIV.")  # fmt: skip
+                continue
+            name = CORE_NAMES[sender]
+            mine = sets & (t.core == sender)
+            here_sets = int(np.sum(mine & np.any(t.channels == c, axis=1)))
+            if self.core_stuck(sender) and not here_sets:
+                lines.append(f"    {name} is itself stuck (see its entry), so its set never comes: a wait "
                              "cycle between the cores.")  # fmt: skip
-            elif sets == 0:
-                lines.append(f"    {CORE_NAMES[s]} never ran set_cross_core(event_id={ev}) on any path.")
+            elif here_sets:
+                lines.append(f"    {name} set event {ev} {here_sets} time(s) for it and every signal was taken by "
+                             "an earlier wait: waits outnumber sets.")  # fmt: skip
+            elif np.any(mine):
+                went = sorted({CORE_NAMES[t.channel_keys[k][0]] for i in np.flatnonzero(mine) for k in t.channels[i]
+                               if k >= 0})  # fmt: skip
+                lines.append(f"    {name} set event {ev}, but for {' and '.join(went)}, not for {CORE_NAMES[t.core[inst]]}"
+                             ": check the set's sync_mode and peer.")  # fmt: skip
             else:
-                lines.append(f"    {CORE_NAMES[s]} set event {ev} {sets} time(s) and every signal was taken by an "
-                             "earlier wait: waits outnumber sets.")  # fmt: skip
+                lines.append(f"    {name} never ran set_cross_core(event_id={ev}) on any path.")
         lines.append(
             "    Fix: set_cross_core after the producer's last write, wait_cross_core before the consumer's first "
             "read, with the same event_id and sync_mode on both sides. A RELEASE wait on a slot's first use needs a "
@@ -351,8 +422,9 @@ class _Words:
         return (int(self.t.uf_atom_blocks[atom, 0]) - first) % period < run
 
 
-def describe(record, result) -> list[FindingText]:
-    """The findings of ``result`` (a ``run_control`` of ``record``), most severe first."""
-    words = _Words(record, result)
+def describe(record, result, chip: str | None = None) -> list[FindingText]:
+    """The findings of ``result`` (a ``run_control`` of ``record``), most severe first (``chip``: its name, for
+    the words of a chip's limits)."""
+    words = _Words(record, result, chip)
     rows = np.asarray(result.findings)[: int(result.n_findings)]
     return [words.row(row) for row in rows if int(row[ENTRY]) >= 0]

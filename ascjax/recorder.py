@@ -133,6 +133,8 @@ class Recorder:
             else:
                 space_core = AIC if tile.buffer is not Buffer.UB else core
                 region = _write_region(a, tile) if access.operand.write else None
+                if instr.kind is InstrKind.MMAD and tile.buffer is Buffer.L0C:
+                    region = _region(a, tile)  # the m x n an mmad writes (the whole tile where sizes are traced)
                 target.extend(self._region_specs(tile, space_core, region))
         extra = {}
         accumulate = False
@@ -147,7 +149,7 @@ class Recorder:
                 < SMALL_TILE_FRACTALS, accumulate=accumulate, nop=nop,
             )  # fmt: skip
             if "acc" not in a:  # matmul_acc names what it accumulates as an operand
-                reads.append((*self._tile_spec(l0c, AIC)[:3], accumulate))
+                reads += [(*spec[:3], accumulate) for spec in self._region_specs(l0c, AIC, _region(a, l0c))]
             if nop is not False:  # a no-op (m, k or n is 0) reads and writes nothing
                 reads, writes = ([(*spec[:3], spec[3] & ~nop) for spec in specs] for specs in (reads, writes))
         elif instr.kind is InstrKind.L0C_READ:

@@ -63,9 +63,12 @@ class Result(eqx.Module):
             pick = lambda x: np.asarray(x)[index]  # noqa: E731  (every leaf of a vmapped result is batched)
             control = jax.tree_util.tree_map(pick, control)
             record = Record(record.template, jax.tree_util.tree_map(pick, record.operands))
+            costs = jax.tree_util.tree_map(pick, self.costs)
         elif index not in (None, 0):
             raise ValueError(f"this result holds one run: index={index} picks none")
-        return CheckResult.of(record, control, self.chip, self.costs)
+        else:
+            costs = self.costs
+        return CheckResult.of(record, control, self.chip, costs)
 
     def findings(self, index: int | None = None) -> tuple:
         """Every finding in words, most severe first (``ascjax.FindingText``)."""
