@@ -20,7 +20,9 @@ from .core import (
     BOUNDS_WHAT,
     CORE_NAMES,
     HAZARD_NAMES,
+    RAW,
     SMALL_TILE,
+    WAR,
     Finding,
     Pipe,
     SyncMode,
@@ -87,7 +89,7 @@ class _Words:
         self.enable = np.asarray(record.operands["enable"]).reshape(-1)
         self.result = result
         self.start, self.end = np.asarray(result.start), np.asarray(result.end)
-        names = ("uf_lo", "uf_hi", "uf_mode", "nop", "bounds_limit", "layout_limit", "event_id", "mode")
+        names = ("uf_lo", "uf_hi", "uf_mode", "nop", "bounds_limit", "layout_limit", "bounds_what", "layout_what", "event_id", "mode")
         self.ops = {k: np.asarray(record.operands[k]).reshape(-1) for k in names}
 
     def where(self, inst: int) -> str:
@@ -98,10 +100,58 @@ class _Words:
         loop = f" in loop iteration ({', '.join(map(str, it))})" if it else ""
         return f"{site} ({CORE_NAMES[core]}.{Pipe(pipe)}){loop}"
 
-    def atom(self, atom: int) -> str:
+    def atom(self, atom: int, last: int | None = None) -> str:
+        """``L0C bytes [lo, hi)`` of atoms ``atom`` .. ``last`` (one space, contiguous)."""
         space = self.t.spaces[int(self.t.atom_space[atom])]
-        lo, hi = (int(x) for x in self.t.atom_bytes[atom])
+        lo, hi = int(self.t.atom_bytes[atom, 0]), int(self.t.atom_bytes[atom if last is None else last, 1])
         return f"{space.name} bytes [{lo}, {hi})"
+
+    def foot(self, inst: int, atom: int, write: bool) -> np.ndarray:
+        """The atoms ``inst`` writes (or reads) for sure, and ``atom``, as a bool mask over atoms."""
+        t = self.t
+        feet, valid, traced = (
+            (t.write_foot, t.write_valid, t.write_traced) if write else (t.read_foot, t.read_valid, t.read_traced)
+        )
+        mask = np.zeros(t.n_atoms, bool)
+        for slot in np.flatnonzero(valid[inst]):
+            lo, hi = (int(x) for x in feet[inst, slot])
+            if not traced[inst, slot]:
+                mask[lo:hi] = True
+            elif lo <= atom < hi:  # a traced choice (a TileGroup slot, a window): its footprint spans every candidate
+                mask[atom] = True
+        return mask
+
+    def run_of(self, atom: int, mask: np.ndarray) -> tuple[int, int]:
+        """The first and last atom of the run of ``mask`` around ``atom`` that is contiguous in its space."""
+        t, first, last = self.t, atom, atom
+        while first > 0 and mask[first - 1] and t.atom_space[first - 1] == t.atom_space[atom] and (
+            t.atom_bytes[first - 1, 1] == t.atom_bytes[first, 0]
+        ):
+            first -= 1
+        while last + 1 < t.n_atoms and mask[last + 1] and t.atom_space[last + 1] == t.atom_space[atom] and (
+            t.atom_bytes[last + 1, 0] == t.atom_bytes[last, 1]
+        ):
+            last += 1
+        return first, last
+
+    def uninitialised_bytes(self, inst: int, atom: int) -> str:
+        """The bytes around ``atom`` that ``inst`` reads and that no input holds and no instruction wrote before it."""
+        t = self.t
+        wrote = self.enable & (self.ops["bounds_what"] < 0) & (self.ops["layout_what"] < 0)  # a fault writes nothing
+        if self.start.size:
+            wrote &= (self.end >= 0) & (self.end <= self.start[inst])  # completed before the read started
+        written = np.zeros(t.n_atoms, bool)
+        for i, slot in zip(*np.nonzero(t.write_valid & wrote[:, None])):
+            lo, hi = (int(x) for x in t.write_foot[i, slot])
+            written[lo:hi] = True
+        never = self.foot(inst, atom, False) & ~written & ~t.atom_init.astype(bool)
+        return self.atom(*self.run_of(atom, never)) if never[atom] else self.atom(atom)
+
+    def racy_bytes(self, inst: int, other: int, atom: int, hazard: int) -> str:
+        """The bytes around ``atom`` both accesses of a race cover."""
+        first_writes, second_writes = {RAW: (True, False), WAR: (False, True)}.get(hazard, (True, True))
+        both = self.foot(other, atom, first_writes) & self.foot(inst, atom, second_writes)
+        return self.atom(*self.run_of(atom, both)) if both[atom] else self.atom(atom)
 
     def flag(self, bit: int) -> str:
         (core, src, dst, *auto), event_id = self.t.flag_bits[bit]
@@ -120,7 +170,7 @@ class _Words:
             Finding.RACE: lambda: self.race(inst, other, a, b),
             Finding.LEFTOVER: lambda: self.leftover(here, a, b),
             Finding.UNINITIALIZED: lambda: (
-                f"UNINITIALIZED read of {self.atom(a)} by {here}: no input holds those "
+                f"UNINITIALIZED read of {self.uninitialised_bytes(inst, a)} by {here}: no input holds those "
                 "bytes and no write that happens before the read wrote them"
             ),
             Finding.BOUNDS: lambda: self.bounds(inst, here, a, b),
@@ -155,7 +205,7 @@ class _Words:
         return f"LAYOUT: {here}: A's L0A tile is ND, which only GEMV (m == 1) reads, but m = {m}"
 
     def race(self, inst, other, atom, hazard):
-        lines = [f"RACE ({HAZARD_NAMES[hazard]}) on {self.atom(atom)}"]
+        lines = [f"RACE ({HAZARD_NAMES[hazard]}) on {self.racy_bytes(inst, other, atom, hazard)}"]
         lines += [f"  first:  {self.where(other)}", f"  second: {self.where(inst)}"]
         if hazard == SMALL_TILE:
             lines.append("  Fix: put sync_pipe('M') (PipeBarrier<PIPE_M>) between the accumulating mmads.")

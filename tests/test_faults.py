@@ -116,9 +116,7 @@ def test_the_verdicts_are_version_1s():
 
 def test_each_scenario_of_a_vmap_gets_its_own_verdict():
     def one(row):
-        return verdict(
-            aj.run(_round_trip, *IO, params={**_traced(_round_trip, {}), "row": row}, jit=False).control
-        )
+        return verdict(aj.run(_round_trip, *IO, params={**_traced(_round_trip, {}), "row": row}, jit=False).control)
 
     codes = jax.jit(jax.vmap(one))(jnp.asarray([0, 9, 8, -3], jnp.int32))
     assert [int(c) for c in codes] == [-1, Finding.BOUNDS, -1, Finding.BOUNDS]

@@ -459,11 +459,6 @@ def test_table(program, verdict, op):
     assert first_op(result) == op, str(rep)
 
 
-@pytest.mark.xfail(
-    reason="Report.op is the engine's instruction name (wait_flag, set_flag, barrier_all) where the kernel called "
-    "sync_wait, sync_notify, sync_pipe; the finding's own site spells the kernel's call",
-    strict=True,
-)
 def test_report_op_is_the_kernels_spelling():
     got = [_run(p).report().op for p in (missing_mte2_mte1_notify, notify_twice, barrier_all_behind_a_blocked_pipe)]
     assert got == ["sync_wait", "sync_notify", "sync_pipe"]

@@ -139,27 +139,16 @@ def test_traced_event_ids_under_vmap():
         notify, wait = result.findings(i)  # both name the id, in program order
         assert notify.kind is wait.kind is Finding.SYNC_ERROR
         assert notify.site.startswith("sync_notify at") and wait.site.startswith("sync_wait at")
-        assert f"names event_id {ev}, which is outside the chip's range" in notify.message
+        assert f"event_id {ev} is outside [0, 8) on chip a2" in notify.message
     wide = aj.get_chip("a2").replace(intra_event_ids=16)
     assert verdict_of(_event_id_kernel, params={"ev": jnp.int32(8)}, chip=wide).ok
 
 
-@pytest.mark.xfail(
-    reason="Result.report(i) of a vmapped result raises TypeError ('only 0-dimensional arrays can be converted "
-    "to Python scalars'): Result.checked picks scenario i of record and control but not of costs, and "
-    "CheckResult.timeline takes float() of the batched costs.mmad_head_cycles",
-    strict=True,
-)
 def test_vmapped_result_reports_each_scenario():
     rep = _event_ids().report(2)
     assert rep.verdict is aj.Verdict.SYNC_ERROR and "event_id 8" in rep.message
 
 
-@pytest.mark.xfail(
-    reason="a traced event id out of range says 'names event_id 8, which is outside the chip's range': it should "
-    "name the range and the chip, as the static check does ('event_id 8 is outside [0, 8) on chip a2')",
-    strict=True,
-)
 def test_traced_event_id_words_name_the_range():
     assert "event_id 8 is outside [0, 8) on chip a2" in _event_ids().findings(2)[0].message
 
