@@ -246,7 +246,7 @@ class LaunchResult(eqx.Module):
         chip, n = self.chip.name, self.block_dim
         if int(merge.code) == Verdict.OK:
             return Report(Verdict.OK, f"OK (chip {chip}, {n} blocks)", None, None, warnings, chip, timing)
-        message = _merge_race(merge, self.output_spec, self.granule_bytes)
+        message = _merge_race(merge, self.output_spec, self.granule_bytes, blocks)
         return Report(Verdict.RACE, message, None, None, warnings, chip, timing)
 
     def check(self) -> LaunchResult:
@@ -297,7 +297,23 @@ def _launch_timing(blocks: list, chip: Chip) -> dict:
     return info
 
 
-def _merge_race(merge: GmMerge, outputs: tuple, granule_bytes: int) -> str:
+def _writer(found: CheckResult, name: str, lo: int, hi: int) -> str:
+    """The kernel line of the first instruction of a block that ran and may write bytes [lo, hi) of GM ``name``."""
+    t = found.record.template
+    space = next((i for i, sp in enumerate(t.spaces) if sp.name == f"GM:{name}"), None)
+    start = np.asarray(found.result.start)
+    for inst in np.argsort(np.where(start >= 0, start, np.iinfo(np.int32).max), kind="stable"):
+        if start[inst] < 0:
+            break
+        for slot in np.flatnonzero(t.write_valid[inst]):
+            first, end = (int(x) for x in t.write_foot[inst, slot])
+            atoms = range(first, end)
+            if any(t.atom_space[a] == space and t.atom_bytes[a, 0] < hi and lo < t.atom_bytes[a, 1] for a in atoms):
+                return t.entries[int(t.entry[inst])][1]
+    return "an instruction of the block"
+
+
+def _merge_race(merge: GmMerge, outputs: tuple, granule_bytes: int, blocks: list) -> str:
     name, (shape, dtype) = outputs[int(merge.tensor)]
     size = int(np.prod(shape))
     bits = dtypes.bits(dtype)
@@ -314,6 +330,7 @@ def _merge_race(merge: GmMerge, outputs: tuple, granule_bytes: int) -> str:
         f"RACE between blocks {a} and {b} on GM tensor `{name}` granule {g} (bytes [{start}, {end}), elements "
         f"{at(first)}..{at(last)}): block {a} writes it with {how[bool(merge.plain_a)]}, block {b} with "
         f"{how[bool(merge.plain_b)]}.",
+        f"  block {a}: {_writer(blocks[a], name, start, end)}; block {b}: {_writer(blocks[b], name, start, end)}.",
     ]
     if bool(merge.overlap):
         lines.append(f"  Both write element {at(int(merge.element))}.")

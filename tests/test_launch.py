@@ -70,8 +70,9 @@ def test_two_blocks_storing_one_region_race(scenarios):
     rep = scenarios.report(index=RACE)
     assert rep.verdict is V.RACE
     text = rep.message
+    store = f"copy_ub2gm at tests/test_launch.py:{copy_kernel.__code__.co_firstlineno + 11}"  # pl.store("out", ...)
     for part in ("blocks 0 and 1", "`out`", "granule 0", "element (0, 0)", "plain store", "pl.get_block_idx()",
-                 "atomic=pl.AtomicType.AtomicAdd"):  # fmt: skip
+                 "atomic=pl.AtomicType.AtomicAdd", f"block 0: {store}; block 1: {store}."):  # fmt: skip
         assert part in text, text
     with pytest.raises(aj.RaceError, match="scenario 1: RACE between blocks 0 and 1"):
         scenarios.check()
