@@ -89,7 +89,18 @@ class _Words:
         self.enable = np.asarray(record.operands["enable"]).reshape(-1)
         self.result = result
         self.start, self.end = np.asarray(result.start), np.asarray(result.end)
-        names = ("uf_lo", "uf_hi", "uf_mode", "nop", "bounds_limit", "layout_limit", "bounds_what", "layout_what", "event_id", "mode")
+        names = (
+            "uf_lo",
+            "uf_hi",
+            "uf_mode",
+            "nop",
+            "bounds_limit",
+            "layout_limit",
+            "bounds_what",
+            "layout_what",
+            "event_id",
+            "mode",
+        )
         self.ops = {k: np.asarray(record.operands[k]).reshape(-1) for k in names}
 
     def where(self, inst: int) -> str:
@@ -124,12 +135,18 @@ class _Words:
     def run_of(self, atom: int, mask: np.ndarray) -> tuple[int, int]:
         """The first and last atom of the run of ``mask`` around ``atom`` that is contiguous in its space."""
         t, first, last = self.t, atom, atom
-        while first > 0 and mask[first - 1] and t.atom_space[first - 1] == t.atom_space[atom] and (
-            t.atom_bytes[first - 1, 1] == t.atom_bytes[first, 0]
+        while (
+            first > 0
+            and mask[first - 1]
+            and t.atom_space[first - 1] == t.atom_space[atom]
+            and (t.atom_bytes[first - 1, 1] == t.atom_bytes[first, 0])
         ):
             first -= 1
-        while last + 1 < t.n_atoms and mask[last + 1] and t.atom_space[last + 1] == t.atom_space[atom] and (
-            t.atom_bytes[last + 1, 0] == t.atom_bytes[last, 1]
+        while (
+            last + 1 < t.n_atoms
+            and mask[last + 1]
+            and t.atom_space[last + 1] == t.atom_space[atom]
+            and (t.atom_bytes[last + 1, 0] == t.atom_bytes[last, 1])
         ):
             last += 1
         return first, last

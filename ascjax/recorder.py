@@ -133,8 +133,8 @@ class Recorder:
             else:
                 space_core = AIC if tile.buffer is not Buffer.UB else core
                 region = _write_region(a, tile) if access.operand.write else None
-                if instr.kind is InstrKind.MMAD and tile.buffer is Buffer.L0C:
-                    region = _region(a, tile)  # the m x n an mmad writes (the whole tile where sizes are traced)
+                if tile.buffer is Buffer.L0C and instr.kind in (InstrKind.MMAD, InstrKind.L0C_READ):
+                    region = _fractal_rows(_region(a, tile), tile)  # the m x n an mmad writes or a read drains
                 target.extend(self._region_specs(tile, space_core, region))
         extra = {}
         accumulate = False
@@ -149,7 +149,10 @@ class Recorder:
                 < SMALL_TILE_FRACTALS, accumulate=accumulate, nop=nop,
             )  # fmt: skip
             if "acc" not in a:  # matmul_acc names what it accumulates as an operand
-                reads += [(*spec[:3], accumulate) for spec in self._region_specs(l0c, AIC, _region(a, l0c))]
+                reads += [
+                    (*spec[:3], accumulate)
+                    for spec in self._region_specs(l0c, AIC, _fractal_rows(_region(a, l0c), l0c))
+                ]
             if nop is not False:  # a no-op (m, k or n is 0) reads and writes nothing
                 reads, writes = ([(*spec[:3], spec[3] & ~nop) for spec in specs] for specs in (reads, writes))
         elif instr.kind is InstrKind.L0C_READ:
@@ -303,6 +306,15 @@ def _region(a: dict, l0c: Tile) -> tuple[int, int, int, int]:
     if values[1] == 0 or values[3] == 0:  # a no-op mmad: it takes no part in the handshake (its mode is 0)
         return whole
     return tuple(int(v) for v in values)
+
+
+def _fractal_rows(region, tile: Tile):
+    """A (row0, rows, col0, cols) region of an L0C tile widened to whole 16-row fractals: the cube writes and
+    the fixpipe reads a fractal's rows together."""
+    row0, rows, col0, cols = region
+    first = row0 // FRACTAL_ROWS * FRACTAL_ROWS
+    end = min(_ceil_div(row0 + rows, FRACTAL_ROWS) * FRACTAL_ROWS, tile.padded[0])
+    return first, end - first, col0, cols
 
 
 def _accumulates(a: dict):

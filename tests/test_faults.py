@@ -58,11 +58,11 @@ def _check(kernel, io=IO, **params):
     [
         (
             {"row": 9},
-            "copy_gm2ub at tests/test_faults.py:28 (AIV0.MTE2) in loop iteration (0): row offset = 9 is outside [0, 8]",
+            "copy_gm2ub at tests/test_faults.py:27 (AIV0.MTE2) in loop iteration (0): row offset = 9 is outside [0, 8]",
         ),
         ({"row": -1}, "row offset = -1 is outside [0, 8]"),
         ({"col": 1}, "column offset = 1 is outside [0, 0]"),
-        ({"trips": 3}, "range at tests/test_faults.py:35 (AIV0.S): trip count = 3 is outside [0, 2]"),
+        ({"trips": 3}, "range at tests/test_faults.py:34 (AIV0.S): trip count = 3 is outside [0, 2]"),
     ],
     ids=["row-past", "row-negative", "col-past", "trips-past"],
 )
