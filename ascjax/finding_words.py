@@ -441,7 +441,10 @@ class _Words:
         wrong = [a for a in range(lo, hi) if a < flags.size and int(flags[a]) != want and self.in_run(inst, a)]
         if not wrong:
             return f"waits for unit flag = {want} on its L0C blocks"
-        blocks = f"L0C blocks {int(t.uf_atom_blocks[wrong[0], 0])}..{int(t.uf_atom_blocks[wrong[-1], 1]) - 1}"
+        count = sum(int(t.uf_atom_blocks[a, 1] - t.uf_atom_blocks[a, 0]) for a in wrong)
+        lo_block, hi_block = int(t.uf_atom_blocks[wrong[0], 0]), int(t.uf_atom_blocks[wrong[-1], 1]) - 1
+        span = f"L0C blocks {lo_block}..{hi_block}"
+        blocks = span if count == hi_block - lo_block + 1 else f"{count} of {span}"
         lines = [f"waits for unit flag = {want} on {blocks}"]
         toucher = int(last[wrong[0]])
         if toucher < 0:  # nothing flipped them: the last mmad of the program on them, if any, kept its flag

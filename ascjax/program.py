@@ -296,7 +296,7 @@ class Program:
 
     # -- static allocation -------------------------------------------------------------
     def _no_alloc_in_section(self) -> None:
-        if self.gate is not None:
+        if self.gate is not None or self._in_section:
             raise ValueError(
                 "rule 'section allocation': a concurrent section is traced once per segment, so it cannot allocate: "
                 "allocate its tiles (k.alloc, k.tile_group) before the sections"

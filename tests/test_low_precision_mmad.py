@@ -190,14 +190,14 @@ def _mx_kernel(pairs, *, scale_shift=0, a_dtype_override=None, k_valid=K):
         for a1, b1, sa1, sb1, a0, b0, sa0, sb0, _ in staged:
             k.copy_l12l0a(a0, a1)
             k.copy_l12l0b(b0, b1)
-            k.state = ops.copy_l12scale(k.state, sa0, sa1)
-            k.state = ops.copy_l12scale(k.state, sb0, sb1)
+            k.copy_l12scale(sa0, sa1)
+            k.copy_l12scale(sb0, sb1)
         _sync(k, "MTE1", "M")
         for i, (*_, a0, b0, sa0, sb0, c) in enumerate(staged):
-            k.state = ops.matmul_mx(k.state, c, a0, b0, sa0, sb0)
+            k.matmul_mx(c, a0, b0, sa0, sb0)
             if i % 2:  # accumulate the same product once more: C = 2 x product
                 k.sync_pipe("M")  # small tile: consecutive accumulating mmads need a PIPE_M barrier
-                k.state = ops.matmul_mx_acc(k.state, c, c, a0, b0, sa0, sb0)
+                k.matmul_mx_acc(c, c, a0, b0, sa0, sb0)
         _sync(k, "M", "FIX")
         for i, (*_, c) in enumerate(staged):
             k.fixpipe(f"c{i}", c)

@@ -1,8 +1,9 @@
 """Seed 000's K-loop under every (first, middle, last, store) phase choice: one jitted vmap, 81 verdicts.
 
-The expected table is derived by hand from the rules in semantics.md §3 and the framework's
-auto-sync (a phase-less store is ordered after the last phase-less matmul only); docs/sanitizer.md
-shows it, and the last test keeps that page in step with the emulator.
+The expected table is derived by hand from the rules in semantics.md §3 and §8 (the store on FIX runs as
+soon as its unit-flag wait holds, not after the matmuls in program order) and the framework's auto-sync (a
+phase-less store after a phase-less last matmul waits for every matmul); docs/sanitizer.md shows it, and the
+last test keeps that page in step with the emulator.
 """
 
 import itertools
@@ -22,23 +23,28 @@ DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "sanitizer.md"
 
 
 def hand_verdict(first, middle, last, store) -> str:
-    flag, last_run, last_final, last_none = 0, -1, -1, -1
-    for i in range(STEPS):
-        phase = first if i == 0 else last if i == STEPS - 1 else middle
-        if phase and flag == 1:
-            return "deadlock"  # the matmul waits for 0; nothing before it in issue order clears the flag
-        last_run = i
-        if phase == FINAL:
-            flag, last_final = 1, i
-        if phase == NONE:
-            last_none = i
-    if store and flag == 0:
-        return "deadlock"  # the store waits for 1 that no Final matmul set
-    ordered_after = last_final if store else last_none  # unit flag edge, or the framework's M -> FIX sync
-    if last_run > ordered_after:
-        return "race"  # the store reads L0C before the last matmul is known to be done
-    if store == FINAL:
-        flag = 0
+    """The verdict of semantics §3 and §8 by hand: M runs the matmuls in order, FIX runs the store as soon as
+    its wait holds (decoupled issue), the unit flag orders a phase on both sides only."""
+    phases = [first] + [middle] * (STEPS - 2) + [last]
+    auto = store == NONE and phases[-1] == NONE  # the framework's M -> FIX sync: after every matmul before it
+    flag, i, read_at, consumed = 0, 0, None, None  # read_at: matmuls done when the store read; consumed: by whom
+    while True:
+        if read_at is None and (store == NONE and (not auto or i == STEPS) or store != NONE and flag == 1):
+            read_at = i  # the store reads L0C now
+            consumed = max((j for j in range(i) if phases[j] == FINAL), default=None) if store else None
+            flag = 0 if store == FINAL else flag
+        elif i < STEPS and (phases[i] == NONE or flag == 0):
+            flag = 1 if phases[i] == FINAL else flag  # a Partial keeps the flag, no phase leaves it alone
+            i += 1
+        else:
+            break
+    if i < STEPS or read_at is None:
+        return "deadlock"  # a matmul waits for 0 or the store for 1, and nothing will flip the flag
+    if not auto:
+        before = consumed if consumed is not None else -1  # ordered before the read: up to the flag's setter
+        after = next((j for j in range(read_at, STEPS) if phases[j] != NONE and store == FINAL), STEPS)
+        if any(before < j < after for j in range(STEPS)):
+            return "race"  # a matmul writes L0C unordered with the store's read
     return "leftover" if flag else "ok"
 
 

@@ -19,11 +19,6 @@ from ascjax.engine import verdict
 
 UPDATE = aj.UnitFlagMode.ENABLE_UPDATE
 
-#: semantics §8 differs from version 1 here (docs/design.md "What changes against version 1")
-SECTION_8 = {
-    # the AIVs' inserts and the cube's unordered read of L1: a race, which outranks the uninitialised read
-    ("vec_cube.py", "vec_cube_no_wait"): aj.Verdict.RACE,
-}
 #: refused while tracing: the refusal is the case's verdict, and it comes from the data functions
 REFUSED = REFUSED_WHILE_TRACING
 #: a few cases of different kinds in the default suite; the rest are marked slow
@@ -51,7 +46,7 @@ def control_verdict(kernel, inputs, outputs, *, chip="a2", params=None) -> aj.Ve
 @pytest.mark.parametrize(("file", "name"), list(_cases()))
 def test_the_recorded_kernel_gives_its_cases_verdict(file, name):
     case = aj.build_case(str(KERNELS / file), name)
-    want = SECTION_8.get((file, name), case.expect)
+    want = case.expect
     assert control_verdict(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params) is want
 
 

@@ -41,8 +41,7 @@ def test_error1_points_at_the_store_and_names_final_closing():
     assert rep.op == "fixpipe"
     line = _line_of("unit_flag.py", r"STPhase.Final\)  # waits for a flag")
     assert rep.location.endswith(f"unit_flag.py:{line}")
-    assert "AIC.FIX is stuck" in rep.message
-    assert "waits for unit flag = 1" in rep.message
+    assert f"fixpipe at kernels/unit_flag.py:{line} (AIC.FIX) waits for unit flag = 1" in rep.message
     assert "ENABLE_KEEP" in rep.message and "Final closing" in rep.message
 
 
@@ -59,7 +58,7 @@ def test_size_mismatch_names_the_undrained_blocks():
     rep = aj.run_case(aj.build_case(str(KERNELS / "unit_flag.py"), "size_mismatch"))[1]
     assert rep.op == "mmad"
     # 128 x 128 f32 = 128 blocks of 512 B; a 64 x 64 drain clears 4 column fractals x 8 half-fractals = 32
-    assert "on 96 L0C block(s)" in rep.message
+    assert "waits for unit flag = 0 on 96 of L0C blocks 8..127" in rep.message
     assert "set_l0c_copy_config(is_clean_unit_flag=True)" in rep.message
 
 

@@ -103,7 +103,7 @@ def test_cursor_next_current_previous_per_core():
             note("AIC current", g.current())
 
     aj.run(kernel, {}, {}, jit=False, sanitize=False)
-    assert seen == [
+    assert seen == 2 * [
         ("current before next", 0),
         ("first next", 0),
         ("current", 0),
@@ -116,7 +116,7 @@ def test_cursor_next_current_previous_per_core():
         ("previous of 0", 2),
         ("AIV1 first next", 0),
         ("AIC current", 0),
-    ]
+    ]  # the kernel is traced once per plane (the record, the data): each trace walks the cursors alike
 
 
 ROWS = 4
@@ -167,8 +167,11 @@ def test_ping_pong_loop_uses_slot_i_mod_2():
     np.testing.assert_array_equal(np.asarray(good.outputs["slots"]), want[2 * ROWS :])
     bad = runs[False].report()  # no RELEASE: iteration 2's load overwrites slot 0 while iteration 0 may still store it
     assert bad.verdict is V.RACE
-    assert bad.op == "copy_gm2ub" and "AIV0.MTE2 in loop iteration (2) (0-based)" in bad.message
-    assert "UB of AIV0 granules 0..0 (bytes [0, 512), tile `g`)" in bad.message  # slot 0, reused at i = 2
+    assert (
+        bad.op == "copy_gm2ub" and "copy_gm2ub at" in bad.message and "(AIV0.MTE2) in loop iteration (2)" in bad.message
+    )
+    assert "RACE (WAW) on UB@AIV0 bytes [0, 256)" in bad.message  # slot 0, reloaded at i = 2
+    assert "RACE (WAR) on UB@AIV0 bytes [0, 256)" in bad.message and "(AIV0.MTE3) in loop iteration (0)" in bad.message
 
 
 # --- group[i] bounds ---------------------------------------------------------------------------
@@ -194,8 +197,7 @@ def test_traced_index_out_of_range_is_bounds_and_writes_nothing():
     assert s0.tolist() == [7.0, 1.0, 1.0, 1.0]  # index 2 is clipped to 1 and -1 to 0 for shape only: no write
     assert s1.tolist() == [2.0, 7.0, 2.0, 2.0]
     rep = result.report(2)
-    assert rep.op == "TileGroup[i]"
-    assert "TileGroup slot = 2 is outside [0, 1]" in rep.message
+    assert rep.op == "fill" and "(AIV0.V) picks a TileGroup slot or window outside its range" in rep.message
 
 
 def test_static_index_out_of_range_raises():
@@ -263,9 +265,9 @@ def slot_runs():
 def test_writing_the_slot_being_read_is_a_race(slot_runs):
     same = slot_runs[0].report()
     assert same.verdict is V.RACE
-    assert same.op == "abs"
-    assert "UB of AIV0 granules 0..1 (bytes [0, 1024), tile `g`)" in same.message
-    assert "move" in same.message and "AIC.FIX" in same.message and "AIV0.V" in same.message
+    assert same.op == "move_to_vec"  # it writes the slot the abs, unordered with it, reads
+    assert "RACE (WAR) on UB@AIV0 bytes [0, 1024)" in same.message  # slot 0: the whole 16 x 16 f32 tile
+    assert "abs at" in same.message and "(AIV0.V)" in same.message and "(AIC.FIX)" in same.message
 
 
 def test_writing_another_slot_is_not_a_race(slot_runs):
