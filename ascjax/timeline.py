@@ -78,10 +78,10 @@ class Timeline:
     @classmethod
     def of(cls, record: Record, result, chip, index: int | None = None) -> Timeline:
         """The timeline of ``result`` (a ``ControlResult``; pass ``index`` for one scenario of a batch)."""
-        cycles, head = (np.asarray(record.operands[k]) for k in ("cycles", "head_cycles"))
+        cycles, head, enable = (np.asarray(record.operands[k]) for k in ("cycles", "head_cycles", "enable"))
         if index is not None:
             result = jax.tree_util.tree_map(lambda x: x[index], result)
-            cycles, head = (x[index] if x.ndim > 1 else x for x in (cycles, head))
+            cycles, head, enable = (x[index] if x.ndim > 1 else x for x in (cycles, head, enable))
         start, end = np.asarray(result.start), np.asarray(result.end)
         if start.ndim != 1:
             raise ValueError("this result holds a batch of scenarios: pass index= to pick one")
@@ -101,9 +101,9 @@ class Timeline:
         if bool(np.asarray(result.deadlocked)):
             pos, free = np.asarray(result.machine.pos), np.asarray(result.machine.free_t)
             for q in range(t.queues.shape[0]):
-                if pos[q] < t.qlen[q]:
-                    head = int(t.qlist[q, pos[q]])
-                    name, site, core, pipe, _ = t.entries[int(t.entry[head])]
+                members = [int(i) for i in t.qlist[q, : int(t.qlen[q])] if enable.reshape(-1)[i]]  # the machine's
+                if pos[q] < len(members):  # queues hold the enabled instances only
+                    name, site, core, pipe, _ = t.entries[int(t.entry[members[pos[q]]])]
                     stuck.append(Stuck(core, Pipe(pipe), name, site, int(free[q])))
         return cls(tuple(spans), tuple(stuck), chip.name, float(chip.clock_mhz), work)
 

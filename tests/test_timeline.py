@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import KERNELS
@@ -79,6 +80,19 @@ def test_a_deadlock_shows_the_stuck_pipe_from_the_cycle_it_went_idle_and_its_twi
     marker = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["name"].startswith("stuck: sync_wait")]
     assert len(marker) == 1 and marker[0]["args"]["since_cycle"] == 0
     assert _check(_chain).timeline().stuck == ()
+
+
+def test_the_stuck_instruction_is_the_first_enabled_one_of_its_queue():
+    """A queue holds only the enabled instances: a switched-off wait before the stuck one is not its head."""
+
+    def skipped_then_stuck(k, on):
+        with k.vector(0):
+            k.wait_cross_core("V", 3, when=on)  # off: not in the V queue
+            k.wait_cross_core("V", 4)  # nobody sets it
+
+    found = aj.check(skipped_then_stuck, {}, {}, params={"on": jnp.bool_(False)})
+    line = skipped_then_stuck.__code__.co_firstlineno + 3
+    assert [s.site for s in found.timeline().stuck] == [f"wait_cross_core at tests/test_timeline.py:{line}"]
 
 
 def test_a_cross_core_wait_names_the_set_it_took_and_the_picture_is_drawn(tmp_path):
