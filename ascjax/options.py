@@ -9,15 +9,15 @@ import dataclasses
 class Options:
     """What a run checks.
 
-    - ``sanitize``: happens-before race detection and uninitialised-read checks (vector clocks
-      and per-granule shadow state). Off, a run keeps only the hardware's own sync semantics
-      (deadlock, leftover, sync errors, bounds) and is cheaper.
-    - ``poison_races``: an op that reads racy data writes NaN (integers: INT_MIN) to its whole
-      destination, so the "precision problem" of a race shows up in the outputs.
-    - ``gm_granule_bytes``: race-tracking granule of GM tensors (on-chip buffers use 512 B).
-      32 B is the DMA burst: stores of neighbouring tiles by different cores never share one.
-    - ``max_events``: size of the trace buffer (one event per executed op; 0: no trace). A
-      run that executes more ops keeps the first ``max_events`` and says it was truncated.
+    - ``sanitize``: happens-before race detection and uninitialised-read checks. Off, the control
+      plane reports only the hardware's own findings (deadlock, leftover, sync errors, bounds)
+      (``ascjax.engine.ControlOptions.sanitize``).
+    - ``poison_races``: a read the control plane finds racy writes NaN (integers: INT_MIN) to its
+      whole destination, so the "precision problem" of a race shows up in the outputs.
+    - ``gm_granule_bytes``: the GM granule of a launch's merge (32 B, the DMA burst): two blocks
+      writing one granule, one with a plain store, race.
+    - ``max_events``: version 1's trace buffer (``State.create`` without ``data_only``); a run's
+      timeline (``Result.timeline()``) is complete and needs none.
     - ``straight_through``: differentiate through rounding and saturation with the
       straight-through estimator (``ascjax.straight_through``): vector ``cast`` and the fixpipe's
       quantisation keep their bit-exact outputs, and the gradient passes each rounding step as the

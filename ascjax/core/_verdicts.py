@@ -6,7 +6,7 @@ import enum
 
 
 class Verdict(enum.IntEnum):
-    """Outcome of a run. The first error sticks; ``OK`` means none was found."""
+    """Outcome of a run: the most severe finding's (every finding is reported, ranked); ``OK`` means none."""
 
     OK = 0
     DEADLOCK = 1  # a pipe waits for a flag nothing sets
