@@ -31,19 +31,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import dataplane, dtypes
-from .check import CheckResult, control_options, verdict_codes
+from . import dtypes
+from .check import CheckResult, verdict_codes
 from .chip import Chip, get_chip
 from .core import EXCEPTIONS, Verdict
-from .engine import ControlOptions, ControlResult, Record, run_control, sync_latency
+from .engine import ControlOptions, ControlResult, Record
 from .options import Options
-from .planes import execute_data
+from .planes import planes, resolve_control
 from .report import Report
 from .run import raise_if_failed
 from .run_warnings import run_warnings
 from .state import GM_PLAIN
 from .timing import Costs, default_costs
-from .tracing import gm_inputs, initial_gm, output_spec, record_kernel
+from .tracing import gm_inputs, initial_gm, output_spec
 
 
 class GmMerge(eqx.Module):
@@ -351,22 +351,13 @@ def _merge_race(merge: GmMerge, outputs: tuple, granule_bytes: int, blocks: list
     return "\n".join(lines)
 
 
-def _one_block(kernel, chip, options, control, costs, inputs, outputs, params, b, block_dim):
-    """Block ``b`` on the two planes: its record, what the control plane found, and its data-plane state (with
-    the GM write marks the merge needs)."""
-    block = {"block_idx": b, "block_num": block_dim}
-    record = record_kernel(kernel, inputs, dict(outputs), chip=chip, params=params, costs=costs, block=block)
-    found = run_control(record, control, sync_latency(costs))
-    order = dataplane.schedule(record, found)
-    poison = dataplane.Poison(record, found.racy) if options.poison_races else None
-    state = execute_data(kernel, chip, options, inputs, outputs, params, order, poison, block=block)
-    return record, found, state
-
-
 def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, outputs: tuple, params: dict,
             block_dim: int, block_parallel: bool = False):  # fmt: skip
-    def one_block(b):
-        return _one_block(kernel, chip, options, control, costs, inputs, outputs, params, b, block_dim)
+    def one_block(b):  # (record, control result, data-plane state) of block b
+        state, record, found = planes(
+            kernel, chip, options, control, costs, inputs, outputs, params, {"block_idx": b, "block_num": block_dim}
+        )
+        return record, found, state
 
     names = tuple(name for name, _ in outputs)
     initial = initial_gm({}, outputs)
@@ -428,9 +419,7 @@ def launch(
         raise ValueError(f"block_dim is the number of blocks to launch, a static int >= 1, got {block_dim!r}")
     chip = get_chip(chip)
     options = options or Options()
-    control = control or control_options(chip)
-    if not options.sanitize:
-        control = dataclasses.replace(control, sanitize=False)
+    control = resolve_control(chip, options, control)
     costs = default_costs(chip) if costs is None else costs
     inputs = gm_inputs(inputs)
     spec = output_spec(outputs)

@@ -9,6 +9,8 @@ control plane ran them. ``ascjax.run`` is this under ``jax.jit``.
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 
 from . import dataplane
@@ -43,14 +45,25 @@ def execute_data(
     return trace_kernel(kernel, program, params).state
 
 
-def planes(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple, params: dict):
-    """``(state, record, control result)``: the data plane's final state, the record, what the control plane found."""
-    record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs)
+def planes(
+    kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple, params: dict, block=None
+):
+    """``(state, record, control result)``: the data plane's final state, the record, what the control plane found
+    (``block``: a launch's ``{"block_idx": b, "block_num": n}``; the state then keeps its GM write marks)."""
+    record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, block=block)
     result = run_control(record, control, sync_latency(costs))
     order = dataplane.schedule(record, result)
     poison = dataplane.Poison(record, result.racy) if options.poison_races else None  # its tables cost a pass
-    state = execute_data(kernel, chip, options, inputs, spec, params, order, poison)
+    state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, block=block)
     return state, record, result
+
+
+def resolve_control(chip: Chip, options: Options, control: ControlOptions | None) -> ControlOptions:
+    """The control plane's options of a run: ``control`` or the chip's device model, with ``options.sanitize``."""
+    from .check import control_options
+
+    control = control or control_options(chip)
+    return control if options.sanitize else dataclasses.replace(control, sanitize=False)
 
 
 #: compiled once per kernel and static arguments (array inputs, parameters and costs are traced)

@@ -7,18 +7,16 @@ plane computes its buffers. A ``Result`` holds both; under ``vmap`` it holds a b
 
 from __future__ import annotations
 
-import dataclasses
-
 import equinox as eqx
 import jax
 import numpy as np
 
-from .check import CheckResult, control_options, verdict_codes
+from .check import CheckResult, verdict_codes
 from .chip import Chip, get_chip
 from .core import EXCEPTIONS, MESSAGES, Verdict
 from .engine import ControlOptions, ControlResult, Record
 from .options import Options
-from .planes import planes, planes_jit
+from .planes import planes, planes_jit, resolve_control
 from .report import Report
 from .state import State
 from .timeline import Timeline
@@ -141,9 +139,7 @@ def run(
     """
     chip = get_chip(chip)
     options = options or Options(sanitize=sanitize, poison_races=poison_races)
-    control = control or control_options(chip)
-    if not options.sanitize:
-        control = dataclasses.replace(control, sanitize=False)
+    control = resolve_control(chip, options, control)
     costs = default_costs(chip) if costs is None else costs
     inputs = gm_inputs(inputs)
     spec = output_spec(outputs)
