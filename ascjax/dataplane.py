@@ -18,8 +18,8 @@ wait run after it, as on A2/A3, where such a wait stops its core.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -35,8 +35,7 @@ NEVER = float(np.inf)
 FREE = -1.0
 
 
-@dataclasses.dataclass(frozen=True)
-class Schedule:
+class Schedule(eqx.Module):
     """Per core, the key of each cross-core wait instance of the record, in the core's program order."""
 
     wait_keys: tuple  # one float32 array per core [the core's cross-core waits]
@@ -136,21 +135,15 @@ def _segment(program, plan, region: int, segment: int):
     return run
 
 
-class Poison:
-    """``poison_races`` on the data plane: which issues read racy data, from the control plane's run.
+class PoisonIndex:
+    """Where each issue of a record finds its instance (static, hashable): by its tag (which section it is in
+    and its place in that section's trace, the same in the record and in every trace of the data plane) and the
+    indices of its loops."""
 
-    The control plane flags the instances that read bytes a write they are not ordered with wrote
-    (``ControlResult.racy``). An issue finds its instance by its tag (which section it is in and its
-    place in that section's trace, the same in the record and in every trace of the data plane) and
-    the indices of its loops; while its data function runs, its reads are racy where that instance's
-    are, and the value it writes is NaN (integers: INT_MIN).
-    """
-
-    def __init__(self, record: Record, racy):
+    def __init__(self, record: Record):
         t = record.template
-        self.racy = racy
         self.entry_of = {tag: e for e, tag in enumerate(t.tags) if tag is not None}
-        self._instances = {}
+        self.instances = {}  # entry -> its instances, indexed by its loops' indices (outermost first)
         for e in set(self.entry_of.values()):
             inst = np.flatnonzero(t.entry == e)
             iters = t.iteration[inst]
@@ -161,14 +154,36 @@ class Poison:
                 table[tuple(iters[:, :depth].T)] = inst
             else:
                 table[()] = inst[0]
-            self._instances[e] = table
+            self.instances[e] = table
+        self._key = (tuple(sorted(self.entry_of.items(), key=repr)),
+                     tuple((e, v.shape, v.tobytes()) for e, v in sorted(self.instances.items())))  # fmt: skip
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, PoisonIndex) and self._key == other._key
+
+
+class Poison:
+    """``poison_races`` on the data plane: which issues read racy data, from the control plane's run.
+
+    The control plane flags the instances that read bytes a write they are not ordered with wrote
+    (``ControlResult.racy``). An issue finds its instance through the ``PoisonIndex``; while its data
+    function runs, its reads are racy where that instance's are, and the value it writes is NaN
+    (integers: INT_MIN).
+    """
+
+    def __init__(self, index: PoisonIndex, racy):
+        self.index = index
+        self.racy = racy
 
     def racy_read(self, tag, loop_index):
         """Whether the issue ``tag`` at loop indices ``loop_index`` (outermost first) reads racy data."""
-        entry = self.entry_of.get(tag)
+        entry = self.index.entry_of.get(tag)
         if entry is None:
             return jnp.asarray(False)
-        table = self._instances[entry]
+        table = self.index.instances[entry]
         index = tuple(jnp.asarray(i, jnp.int32) for i in loop_index[len(loop_index) - table.ndim :])
         return self.racy[jnp.asarray(table)[index] if index else int(table)]
 

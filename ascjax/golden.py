@@ -86,6 +86,9 @@ def write_golden(case: str | Case, out_dir, *, seed: int | None = None, jit: boo
             f"{target} ends with verdict {rep.verdict.label} (expected ok): golden data of a broken kernel is "
             f"useless, so none was written; see {how} for the report"
         )
+    if not result.device_outputs:
+        reason = next(w for w in rep.warnings if "the outputs are not the device's" in w)
+        raise ValueError(f"{target}: {reason} No golden data was written")
     outputs = {name: np.asarray(x) for name, x in result.outputs.items()}
     miss = _reference_miss(c, outputs)
     if miss:

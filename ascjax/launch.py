@@ -201,6 +201,11 @@ class LaunchResult(eqx.Module):
         return bool(np.all(np.asarray(self.verdict) == Verdict.OK))
 
     @property
+    def device_outputs(self) -> bool:
+        """Whether the outputs are the device's in every block (see ``ascjax.Result.device_outputs``)."""
+        return bool(np.all(np.asarray(self.controls.reordered) < 0))
+
+    @property
     def block_dim(self) -> int:
         return int(np.shape(self.controls.n_findings)[-1])
 

@@ -4,14 +4,25 @@
 (``record_kernel``) and the control plane executes the record: the sync hardware of semantics
 §8, every finding ranked, the timeline. The second trace computes the data (``ascjax.dataplane``):
 each instruction's data function on a data-only state, concurrent sections in the order the
-control plane ran them. ``ascjax.run`` is this under ``jax.jit``.
+control plane ran them.
+
+What the control plane finds depends on the record's operands only (event ids, phases, slots, trip
+counts, cycles), never on the data. ``planes_cached`` (what ``ascjax.run`` does) therefore compiles
+three programs: the record, the control plane, the data plane. It runs the control plane once per
+distinct record and operands (``ControlCache``), so a kernel run again on other inputs (golden data,
+a training step) pays for the data only. Under a transformation (``vmap``, ``grad``) ``run`` uses
+``planes_jit``: everything as one program.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import hashlib
 
 import equinox as eqx
+import jax
+import numpy as np
 
 from . import dataplane
 from .chip import Chip
@@ -53,8 +64,67 @@ def planes(
     record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, block=block)
     result = run_control(record, control, sync_latency(costs))
     order = dataplane.schedule(record, result)
-    poison = dataplane.Poison(record, result.racy) if options.poison_races else None  # its tables cost a pass
+    poison = dataplane.Poison(dataplane.PoisonIndex(record), result.racy) if options.poison_races else None
     state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, block=block)
+    return state, record, result
+
+
+@eqx.filter_jit
+def _record_jit(kernel, chip: Chip, costs, inputs, spec: tuple, params: dict):
+    return record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs)
+
+
+@eqx.filter_jit
+def _data_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, order, racy, index):
+    poison = None if index is None else dataplane.Poison(index, racy)
+    return execute_data(kernel, chip, options, inputs, spec, params, order, poison)
+
+
+class ControlCache:
+    """The control plane's results by record and operands: the ``size`` most recent, the oldest dropped first.
+
+    A record's template is static (one object per compiled recording); its operands are hashed with the
+    sync latencies and the control options, so a hit is exactly a run the control plane would repeat.
+    """
+
+    def __init__(self, size: int = 32):
+        self.size = size
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self.misses = 0  # control-plane runs so far
+
+    def get(self, record, control: ControlOptions, latency):
+        """``(result, schedule, poison index)`` for ``record``: cached, or from one control-plane run."""
+        digest = hashlib.blake2b(repr(control).encode(), digest_size=16)
+        for name, x in sorted(record.operands.items()) + [(str(i), x) for i, x in enumerate(jax.tree.leaves(latency))]:
+            a = np.asarray(x)
+            digest.update(f"{name}:{a.dtype}:{a.shape};".encode())
+            digest.update(np.ascontiguousarray(a).tobytes())
+        key = (id(record.template), digest.hexdigest())
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] is record.template:
+            self._entries.move_to_end(key)
+            return hit[1:]
+        self.misses += 1
+        result = run_control(record, control, latency)
+        entry = (record.template, result, dataplane.schedule(record, result), dataplane.PoisonIndex(record))
+        self._entries[key] = entry
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return entry[1:]
+
+
+#: The control-plane results ``planes_cached`` reuses.
+CONTROL_CACHE = ControlCache()
+
+
+def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
+                  params: dict):  # fmt: skip
+    """``planes`` as three compiled programs, the control plane's run reused for equal records and operands
+    (``CONTROL_CACHE``). Arguments must be concrete (not under a transformation)."""
+    record = _record_jit(kernel, chip, costs, inputs, spec, params)
+    result, order, index = CONTROL_CACHE.get(record, control, sync_latency(costs))
+    poison = (index, result.racy) if options.poison_races else (None, None)
+    state = _data_jit(kernel, chip, options, inputs, spec, params, order, poison[1], poison[0])
     return state, record, result
 
 

@@ -16,7 +16,7 @@ from .chip import Chip, get_chip
 from .core import EXCEPTIONS, MESSAGES, Verdict
 from .engine import ControlOptions, ControlResult, Record
 from .options import Options
-from .planes import planes, planes_jit, resolve_control
+from .planes import planes, planes_cached, planes_jit, resolve_control
 from .report import Report
 from .state import State
 from .timeline import Timeline
@@ -43,6 +43,13 @@ class Result(eqx.Module):
     @property
     def ok(self) -> bool:
         return bool(np.all(np.asarray(self.verdict) == Verdict.OK))
+
+    @property
+    def device_outputs(self) -> bool:
+        """Whether the outputs are the device's. False when sync ran a later instruction of a core before an
+        earlier one whose bytes it shares (the data plane computes a core in program order); the report says
+        which two."""
+        return bool(np.all(np.asarray(self.control.reordered) < 0))
 
     @property
     def batched(self) -> bool:
@@ -144,6 +151,7 @@ def run(
     inputs = gm_inputs(inputs)
     spec = output_spec(outputs)
     args = (kernel, chip, options, control, costs, inputs, spec, dict(params or {}))
-    state, record, found = (planes_jit if jit else planes)(*args)
+    traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((inputs, args[-1], costs)))
+    state, record, found = (planes if not jit else planes_jit if traced else planes_cached)(*args)
     result = Result({name: state.gm[name] for name, _ in spec}, state, record, found, costs, chip)
     return raise_if_failed(result, result.verdict) if throw else result

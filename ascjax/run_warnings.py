@@ -4,7 +4,10 @@
   before that op's data is out (seed 002);
 - a cross-core wait on a pipe other than that of the data op after it: on 950 that op is not held;
 - the front end's notes of the instructions that ran (a unit-flag read whose order the mmad direction
-  does not match, ``ascjax.recorder.DIRECTION_NOTE``).
+  does not match, ``ascjax.recorder.DIRECTION_NOTE``);
+- outputs that are not the device's: sync made a later instruction of a core run before an earlier one
+  whose bytes it shares, and the data plane computes a core's instructions in program order
+  (``ControlResult.reordered``; ``reordered_warning``).
 
 Reads the record's template and operands and a ``ControlResult`` only (the report layer); each warning
 names the instruction's kernel line, once per line.
@@ -29,8 +32,26 @@ WAIT_PIPE = (
 )
 
 
+REORDERED = (
+    "the outputs are not the device's: {first} ran before {earlier} on the device (sync held {held} until "
+    "{ran} was done, and they share bytes), but ascjax computes a core's instructions in program order. Issue "
+    "{ran} before {held} in the kernel, the order they run in, for outputs that are the device's."
+)
+
+
+def reordered_warning(record: Record, result: ControlResult) -> str | None:
+    """The warning of a run whose data plane order is not the device's (one scenario), or None."""
+    first, earlier = (int(x) for x in np.asarray(result.reordered))
+    if first < 0:
+        return None
+    t = record.template
+    site = lambda inst: t.entries[int(t.entry[inst])][1]  # noqa: E731
+    return REORDERED.format(first=site(first), earlier=site(earlier), held=_name(t, earlier), ran=_name(t, first))
+
+
 def run_warnings(record: Record, result: ControlResult) -> list[str]:
-    """The warnings of one scenario, in program order of the instruction each names."""
+    """The warnings of one scenario: outputs not the device's first, then in program order of the instruction
+    each names."""
     t = record.template
     ran = (np.asarray(result.start) >= 0) & np.asarray(record.operands["enable"]).reshape(-1).astype(bool)
     uf_mode = np.asarray(record.operands["uf_mode"]).reshape(-1)
@@ -59,7 +80,8 @@ def run_warnings(record: Record, result: ControlResult) -> list[str]:
                 continue
             if other is not None and _pipe(t, other) != _pipe(t, inst):
                 note(inst, text.format(data=_name(t, other), pipe=_pipe(t, other)))
-    return list(found.values())
+    reordered = reordered_warning(record, result)
+    return [reordered] * (reordered is not None) + list(found.values())
 
 
 def _pipe(t, inst) -> Pipe:

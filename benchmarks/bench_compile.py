@@ -30,7 +30,16 @@ import pingpong  # noqa: E402
 
 def compile_seconds(kernel, chip, inputs, outputs, params) -> float:
     chip = aj.get_chip(chip)
-    args = (kernel, chip, aj.Options(), aj.control_options(chip), default_costs(chip), inputs, output_spec(outputs), params)
+    args = (
+        kernel,
+        chip,
+        aj.Options(),
+        aj.control_options(chip),
+        default_costs(chip),
+        inputs,
+        output_spec(outputs),
+        params,
+    )
     jax.clear_caches()
     start = time.perf_counter()
     eqx.filter_jit(planes).lower(*args).compile()

@@ -5,7 +5,8 @@ python benchmarks/bench_matmul.py [--size 1024] [--json]
 Rows: ``jnp.dot`` (f32 accumulation); the same 128-tiling as two nested ``lax.scan``s of
 ``jnp.dot`` (the floor for anything that runs the K-loop tile by tile); ascjax ``kernels/matmul.py`` run on the two
 planes (the control plane over the record, with every check and the timing, then the data plane), with the race and
-uninitialised-read checks off (their cost), and the data plane alone; the same kernel launched on one
+uninitialised-read checks off (their cost), ``ascjax.run`` called again on the same record (the control plane's
+findings reused: it depends on the record's operands, not on the data), and the data plane alone; the same kernel launched on one
 block per output tile (version 1's engine: what a launch and its GM merge cost); the same tiling as a Pallas
 kernel (grid M/128 x N/128 x K/128, the output block resident across K) run with
 ``interpret=True``, and in Pallas' TPU interpret mode with and without ``detect_races=True``
@@ -90,6 +91,18 @@ def ascjax_matmul(case, sanitize):
     return go
 
 
+def ascjax_run_reused(case):
+    """``ascjax.run`` as a user calls it (not inside a ``jit``): the control plane's findings are reused for a
+    record with the operands of an earlier run (``ascjax.planes.CONTROL_CACHE``), so a call costs the recording's
+    operands, one hash and the data plane."""
+
+    def go(a, b):
+        r = aj.run(case.kernel, {"a": a, "b": b}, case.outputs, params=case.params)
+        return r.outputs["c"], r.verdict, jnp.max(r.control.end)
+
+    return go
+
+
 def ascjax_data_plane(case):
     """The data plane alone, in the order one control-plane run gave (what a lowered run builds on)."""
     inputs = {"a": jnp.asarray(case.inputs["a"]), "b": jnp.asarray(case.inputs["b"])}
@@ -123,6 +136,7 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
         "tiled lax.scan of jnp.dot": (jax.jit(tiled_scan_matmul), repeats),
         "ascjax, checks + timing": (ascjax_matmul(case, True), repeats),
         "ascjax, timing only": (ascjax_matmul(case, False), repeats),
+        "ascjax run, control plane reused": (ascjax_run_reused(case), repeats),
         "ascjax data plane alone": (ascjax_data_plane(case), repeats),
         f"ascjax launch, {blocks} blocks, checks + timing": (ascjax_launch(case, blocks), repeats),
         "Pallas interpret=True": (jax.jit(functools.partial(pallas_matmul, interpret=True)), repeats),
@@ -166,6 +180,11 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
                 "matmul: ascjax / Pallas interpret=True",
                 run["ascjax, checks + timing"] / run["Pallas interpret=True"],
                 1.0,
+            ),
+            claim(
+                "matmul: ascjax run, control plane reused (checks + timing) / jnp.dot",
+                run["ascjax run, control plane reused"] / run["jnp.dot"],
+                1.5,
             ),
             claim("matmul: ascjax data plane alone / jnp.dot", run["ascjax data plane alone"] / run["jnp.dot"]),
             claim(

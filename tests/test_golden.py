@@ -112,7 +112,9 @@ def test_refuses_a_broken_or_wrong_run(tmp_path, monkeypatch, capsys):
     assert main(["golden", TARGET, "--out", str(tmp_path / "dead")]) == 2
     assert "golden data of a broken kernel is useless" in capsys.readouterr().err
 
-    twos = types.SimpleNamespace(outputs={"out": np.full((64, 64), 2.0, np.float32)})  # softmax is <= 1
+    twos = types.SimpleNamespace(
+        outputs={"out": np.full((64, 64), 2.0, np.float32)}, device_outputs=True
+    )  # softmax <= 1
     ok = types.SimpleNamespace(verdict=aj.Verdict.OK)
     monkeypatch.setattr(golden, "run_case", lambda c, jit=True: (twos, ok, None))
     with pytest.raises(ValueError, match=r"output 'out' misses the case's reference at 4096 of 4096 elements"):

@@ -11,7 +11,10 @@ clock has seen ``a``'s epoch (its own entry in its own clock). Each check is a v
   later of the two;
 - **uninitialised reads**: bytes of no input that no write landed on before the read started;
 - **bounds**: a traced slot choice outside its candidates;
-- **event ids** outside the chip's range, and the **small-tile rule** on the M queue.
+- **event ids** outside the chip's range, and the **small-tile rule** on the M queue;
+- **reordered pairs**: two conflicting accesses of one core that sync ordered against program order (the
+  later instruction ran first). Not a finding: the device is right, but the data plane computes a core's
+  instructions in program order, so its outputs are not the device's there (``reordered``).
 
 Each check returns candidate finding rows: ``(valid, kind, inst, other, a, b, step)`` arrays,
 ``step`` being the event that raised it (``_log`` keeps the first per kind and site).
@@ -116,6 +119,25 @@ def races(st: Static, log: Log, acc: Accesses) -> dict:
     other = jnp.where(w_first[p], wi[p], oi[p])
     atom = jnp.maximum(acc.lo[w[p]], acc.lo[o[p]])
     return rows(hit, Finding.RACE, inst, other, atom, hazard, step)
+
+
+def reordered(st: Static, log: Log, acc: Accesses):
+    """The first pair of conflicting accesses of one core that happens-before orders against program order:
+    ``(the instance that ran first though later in program order, the earlier one)``, or ``(-1, -1)``."""
+    w, o = st.pair_write, st.pair_other
+    wi, oi = st.acc_inst[w], st.acc_inst[o]
+    q = st.n_queues
+    clock_wo, clock_ow = log.index(oi * q + st.queue[wi]), log.index(wi * q + st.queue[oi])
+    w, o, wi, oi = (log.index(x) for x in (w, o, wi, oi))
+    overlap = jnp.maximum(acc.lo[w], acc.lo[o]) < jnp.minimum(acc.hi[w], acc.hi[o])
+    clock, epoch = log.clock.reshape(-1), log.epoch
+    write_first = (clock[clock_wo] >= epoch[wi]) & (st.pidx[oi] < st.pidx[wi])
+    other_first = (clock[clock_ow] >= epoch[oi]) & (st.pidx[wi] < st.pidx[oi])
+    hit = st.pair_valid & acc.live[w] & acc.live[o] & overlap & (st.core[wi] == st.core[oi])
+    hit &= write_first | other_first
+    p = jnp.argmax(hit)
+    pair = jnp.where(write_first[p], jnp.stack([wi[p], oi[p]]), jnp.stack([oi[p], wi[p]]))
+    return jnp.where(hit[p], pair, -1).astype(jnp.int32)
 
 
 def small_tile(st: Static, op, log: Log) -> dict:

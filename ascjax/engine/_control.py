@@ -37,6 +37,9 @@ class ControlResult(eqx.Module):
     end: Int[Array, " N"]  # the cycle it completed (-1: never)
     source: Int[Array, " N"]  # a wait that ran: the instance whose set (or unit-flag flip) it consumed (-1: none)
     racy: Bool[Array, " N"]  # per instance, it read bytes a write it is not ordered with wrote (RAW): poisoned data
+    # two conflicting instances of one core that sync ran against program order (the later one first), or -1: the
+    # data plane computes a core in program order, so its outputs are not the device's (``_checks.reordered``)
+    reordered: Int[Array, " 2"]
     deadlocked: Bool[Array, ""]
     events: Int[Array, ""]  # events executed (two per instance that ran)
     machine: Machine  # the sync hardware at the end
@@ -67,7 +70,7 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     n = st.n_instances if options.keep_timeline else 0
     return ControlResult(
         findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=log.end_t[:n],
-        source=log.source[:n], racy=racy,
+        source=log.source[:n], racy=racy, reordered=_checks.reordered(st, log, acc),
         deadlocked=m.stuck | ~m.done, events=jnp.sum(events.kind != 0).astype(jnp.int32), machine=m,
     )  # fmt: skip
 

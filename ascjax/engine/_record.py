@@ -517,6 +517,7 @@ class Template:
     entries: tuple  # the template entries (name, site, core, pipe, sync) by entry index
     tags: tuple  # the front end's tag of each entry (``RecordBuilder.tagged``; None: untagged)
     notes: tuple  # the front end's advice of each entry (None: none)
+    loops: tuple  # the ids of each entry's enclosing loops, outermost first
     spaces: tuple[Space, ...]
     entry: np.ndarray  # [N] template entry of each instance
     iteration: np.ndarray  # [N, max loop depth] loop indices of each instance (-1 beyond its depth)
@@ -754,6 +755,7 @@ def _build(b: RecordBuilder) -> Record:
         entries=tuple((e.name, e.site, e.core, e.pipe, e.sync) for e in entries),
         tags=tuple(e.tag for e in entries),
         notes=tuple(e.note for e in entries),
+        loops=tuple(e.loops for e in entries),
         spaces=tuple(b.spaces),
         entry=layout.entry,
         iteration=iteration,
