@@ -17,8 +17,6 @@ wait run after it, as on A2/A3, where such a wait stops its core.
 
 from __future__ import annotations
 
-import contextlib
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -27,7 +25,6 @@ import numpy as np
 from . import indexed, sections
 from .core import N_CORES
 from .engine import ControlResult, Record, Sync
-from .ops._machine import RACY_READ
 
 #: Key of a wait that never ran: its segment and the rest of its section never run.
 NEVER = float(np.inf)
@@ -186,12 +183,3 @@ class Poison:
         table = self.index.instances[entry]
         index = tuple(jnp.asarray(i, jnp.int32) for i in loop_index[len(loop_index) - table.ndim :])
         return self.racy[jnp.asarray(table)[index] if index else int(table)]
-
-    @contextlib.contextmanager
-    def reading(self, tag, loop_index):
-        """Run an issue's data function with its reads racy as the control plane found them."""
-        token = RACY_READ.set(self.racy_read(tag, loop_index))
-        try:
-            yield
-        finally:
-            RACY_READ.reset(token)

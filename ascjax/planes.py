@@ -22,11 +22,12 @@ import hashlib
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import dataplane
 from .chip import Chip
-from .engine import ControlOptions, run_control, sync_latency
+from .engine import ControlOptions, EmitOrder, emit_order, run_control, sync_latency
 from .options import Options
 from .program import Program
 from .state import State
@@ -43,17 +44,37 @@ def execute_data(
     order: dataplane.Schedule,
     poison: dataplane.Poison | None = None,
     block: dict | None = None,
+    emit: EmitOrder | None = None,
 ) -> State:
     """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves. The reads
     ``poison`` names racy write NaN (``options.poison_races``). ``block``: a launch's ``{"block_idx": b,
-    "block_num": n}``; the state then keeps the GM write marks the launch's merge needs."""
+    "block_num": n}``; the state then keeps the GM write marks the launch's merge needs. ``emit``: the order a
+    core's issues are computed in where it is not program order (``ascjax.engine.emit_order``); which of its
+    edges the trace could not follow is noted in ``FOLLOWED``."""
     names = tuple(name for name, _ in outputs)
     gm = initial_gm(inputs, outputs)
     state = State.create(chip, gm, names, options, data_only=True, track_gm_writes=block is not None)
     program = Program(chip, state, **(block or {}))
     program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
     program.poison = poison
-    return trace_kernel(kernel, program, params).state
+    program.emit = emit
+    state = trace_kernel(kernel, program, params).state
+    if emit is not None:
+        FOLLOWED[emit] = emit.unfixable or emit.violated(program.emitted)
+    return state
+
+
+#: Per ``EmitOrder`` a trace of the data plane used: the first pair of instances it could not compute in the order
+#: they ran (None: every pair). Written while the data plane is traced, read after it ran (``device_order``).
+FOLLOWED: dict = {}
+
+
+def device_order(result, emit: EmitOrder | None):
+    """``result`` with ``reordered`` the first pair the data plane did not compute in the order it ran (-1: none)."""
+    if emit is None:
+        return result
+    pair = FOLLOWED.get(emit, tuple(int(x) for x in np.asarray(result.reordered)))
+    return eqx.tree_at(lambda r: r.reordered, result, jnp.asarray(pair or (-1, -1), jnp.int32))
 
 
 def planes(
@@ -65,8 +86,9 @@ def planes(
     result = run_control(record, control, sync_latency(costs))
     order = dataplane.schedule(record, result)
     poison = dataplane.Poison(dataplane.PoisonIndex(record), result.racy) if options.poison_races else None
-    state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, block=block)
-    return state, record, result
+    emit = None if isinstance(result.start, jax.core.Tracer) else emit_order(record, result)  # concrete: not jitted
+    state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit)
+    return state, record, device_order(result, emit)
 
 
 @eqx.filter_jit
@@ -75,9 +97,9 @@ def _record_jit(kernel, chip: Chip, costs, inputs, spec: tuple, params: dict):
 
 
 @eqx.filter_jit
-def _data_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, order, racy, index):
+def _data_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, order, racy, index, emit):
     poison = None if index is None else dataplane.Poison(index, racy)
-    return execute_data(kernel, chip, options, inputs, spec, params, order, poison)
+    return execute_data(kernel, chip, options, inputs, spec, params, order, poison, emit=emit)
 
 
 class ControlCache:
@@ -93,7 +115,7 @@ class ControlCache:
         self.misses = 0  # control-plane runs so far
 
     def get(self, record, control: ControlOptions, latency):
-        """``(result, schedule, poison index)`` for ``record``: cached, or from one control-plane run."""
+        """``(result, schedule, poison index, emit order)`` for ``record``: cached, or from one control-plane run."""
         digest = hashlib.blake2b(repr(control).encode(), digest_size=16)
         for name, x in sorted(record.operands.items()) + [(str(i), x) for i, x in enumerate(jax.tree.leaves(latency))]:
             a = np.asarray(x)
@@ -106,7 +128,8 @@ class ControlCache:
             return hit[1:]
         self.misses += 1
         result = run_control(record, control, latency)
-        entry = (record.template, result, dataplane.schedule(record, result), dataplane.PoisonIndex(record))
+        order, index = dataplane.schedule(record, result), dataplane.PoisonIndex(record)
+        entry = (record.template, result, order, index, emit_order(record, result))
         self._entries[key] = entry
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -122,10 +145,10 @@ def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions,
     """``planes`` as three compiled programs, the control plane's run reused for equal records and operands
     (``CONTROL_CACHE``). Arguments must be concrete (not under a transformation)."""
     record = _record_jit(kernel, chip, costs, inputs, spec, params)
-    result, order, index = CONTROL_CACHE.get(record, control, sync_latency(costs))
+    result, order, index, emit = CONTROL_CACHE.get(record, control, sync_latency(costs))
     poison = (index, result.racy) if options.poison_races else (None, None)
-    state = _data_jit(kernel, chip, options, inputs, spec, params, order, poison[1], poison[0])
-    return state, record, result
+    state = _data_jit(kernel, chip, options, inputs, spec, params, order, poison[1], poison[0], emit)
+    return state, record, device_order(result, emit)
 
 
 def resolve_control(chip: Chip, options: Options, control: ControlOptions | None) -> ControlOptions:

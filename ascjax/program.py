@@ -21,14 +21,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import hazards, indexed, isa, sites
+from . import indexed, isa, sites
 from .chip import Chip
 from .core import BOUNDS_TRIP_COUNT, N_CORES, Buffer, CoreKind, InstrKind, Pipe, Verdict
 from .engine import Sync
 from .memory import Allocator, Tile
-from .ops._machine import fail, static_int
+from .ops._machine import RACY_READ, fail, static_int
 from .sections import Plan, run_concurrent
-from .state import MAX_LOOP_DEPTH, State, WaitKind
+from .state import MAX_LOOP_DEPTH, State
 from .tile_group import TileGroup, TileSlot
 
 _CURRENT: list = []  # the Program being traced (for the ascjax.pl tile language)
@@ -41,6 +41,17 @@ ITERATION_US_ESTIMATE = 10
 
 #: Instructions whose only effect is on the sync hardware: the data plane skips them.
 SYNC_KINDS = (InstrKind.FLAG, InstrKind.BARRIER, InstrKind.CROSS_CORE)
+
+
+def _data(instr: isa.Instruction, args: tuple, kwargs: dict, racy, state: State) -> State:
+    """``instr``'s data function on ``state``; its reads racy where ``racy`` says (None: poison off)."""
+    if racy is None:
+        return instr.data(state, *instr.bound, *args, **kwargs)
+    token = RACY_READ.set(racy)
+    try:
+        return instr.data(state, *instr.bound, *args, **kwargs)
+    finally:
+        RACY_READ.reset(token)
 
 
 def current() -> Program:
@@ -83,7 +94,7 @@ class GroupHandle:
         return self.group.depth
 
     def _pos(self):
-        return self.program.state.cursors[self.group.name][self.program.core]
+        return self.program._state.cursors[self.group.name][self.program.core]  # the cursors: no window to run
 
     def current(self) -> TileSlot:
         return self.group.slot(jnp.maximum(self._pos(), 0) % self.depth)
@@ -96,8 +107,8 @@ class GroupHandle:
         if not k._go():
             return self.current()
         name, core = self.group.name, k.core
-        cursors = {**k.state.cursors, name: indexed.add(k.state.cursors[name], core, 1)}
-        k.state = eqx.tree_at(lambda s: s.cursors, k.state, cursors)
+        cursors = {**k._state.cursors, name: indexed.add(k._state.cursors[name], core, 1)}
+        k._state = eqx.tree_at(lambda s: s.cursors, k._state, cursors)  # the issues waiting in a window keep them
         return self.current()
 
     def __getitem__(self, index) -> TileSlot:
@@ -126,7 +137,12 @@ class Program:
     def __init__(self, chip: Chip, state: State, *, block_idx=None, block_num: int = 1, recorder=None):
         self.chip = chip
         self.recorder = recorder  # an ascjax.recorder.Recorder: record the issues (a dry run) instead of executing
-        self.state = state
+        # the data plane in the device's order (``ascjax.engine.EmitOrder``): the issues traced since the last trace
+        # boundary wait in a window, which runs them sorted by rank when anything reads the state
+        self.emit = None
+        self._window: list = []
+        self.emitted: dict = {}  # entry -> its place among the issues the window ran, in the trace
+        self._state = state
         self._block_idx = block_idx
         self.block_num = block_num
         self.allocator = Allocator(chip)
@@ -149,6 +165,25 @@ class Program:
         self._sections = 0
         self._tag_key = None
         self._tag_pos = {None: 0}
+
+    @property
+    def state(self) -> State:
+        """The state the kernel's issues have left (the issues waiting in the window run first)."""
+        if self._window:
+            self._run_window()
+        return self._state
+
+    @state.setter
+    def state(self, state: State) -> None:
+        assert not self._window, "a state set while issues wait in the window would drop them"
+        self._state = state
+
+    def _run_window(self) -> None:
+        """Run the issues traced since the last trace boundary, sorted by their entries' rank (``emit``)."""
+        window, self._window = self._window, []
+        for _, _, entry, data in sorted(window, key=lambda w: w[:2]):
+            self._state = data(self._state)
+            self.emitted[entry] = len(self.emitted)
 
     def _go(self) -> bool:
         """Whether an op issued now runs: sections declared before it run first; a gate may switch it off."""
@@ -322,7 +357,7 @@ class Program:
         for access in instr.effects(args, kwargs):
             x = access.tile
             if x is None:
-                if access.gm in self.state.gm:
+                if access.gm in self._state.gm:
                     self.gm_named.add(access.gm)
             elif x in self._freed and x not in self.allocator.live[x.buffer]:
                 raise ValueError(
@@ -350,8 +385,7 @@ class Program:
         tag = self._tag()
         self._check_operands(instr, args, kwargs)
         gate = self.gate
-        cross_wait = instr.sync is Sync.CROSS_WAIT and gate is not None
-        if cross_wait:
+        if instr.sync is Sync.CROSS_WAIT and gate is not None:
             gate.count_wait(instr.name)
         if not self._go():
             return
@@ -370,23 +404,22 @@ class Program:
             jax.eval_shape(lambda st: instr.data(st, *instr.bound, *args, **kwargs, **extra), self.state)
             self.recorder.issue(instr, self.core, args, kwargs, tag=tag)
             return
-        if self.state.data_only and instr.kind in SYNC_KINDS:  # the data plane computes no sync
+        if self._state.data_only and instr.kind in SYNC_KINDS:  # the data plane computes no sync
             if instr.sync is Sync.CROSS_WAIT and gate is None:
                 self.cross_waits[self.core] += int(np.prod(self._trips, dtype=np.int64))
             return
-        if self.poison is not None:  # the data plane: the control plane says whether this issue reads racy data
-            with self.poison.reading(tag, self._loop_index):
-                self.state = instr.data(self.state, *instr.bound, *args, **kwargs, **extra)
+        # the data plane: whether this issue reads racy data (from the control plane), and its data function
+        racy = None if self.poison is None else self.poison.racy_read(tag, self._loop_index)
+        data = functools.partial(_data, instr, args, {**kwargs, **extra}, racy)
+        entry = None if self.emit is None else self.emit.entry_of.get(tag)
+        if entry is None:
+            self.state = data(self.state)
             return
-        self.state = instr.data(self.state, *instr.bound, *args, **kwargs, **extra)
-        if cross_wait:  # the segment's leading wait: did it block? (what it recorded survives a yield)
-            pipe = instr.signature.bind(*args, **kwargs).arguments["pipe"]
-            st = self.state
-            w, g = st.wait, hazards.gpipe(self.core, Pipe.parse(pipe))
-            gate.yielded = w.blocked[g] & (w.kind[g] == WaitKind.CROSS_CORE) & (w.seq[g] == st.seq)
-            gate.after_wait = (st.wait, st.error, st.seq, st.warn_op)
+        self._window.append((self.emit.rank[entry], len(self._window), entry, data))
 
     def __getattr__(self, name: str):
+        if name.startswith("_"):  # an attribute not set yet (during __init__)
+            raise AttributeError(name)
         instr = isa.lookup(name)  # an instruction registered after this module was imported
         if instr is None:
             raise AttributeError(f"Program has no method or instruction {name!r}")

@@ -47,8 +47,8 @@ class Result(eqx.Module):
     @property
     def device_outputs(self) -> bool:
         """Whether the outputs are the device's. False when sync ran a later instruction of a core before an
-        earlier one whose bytes it shares (the data plane computes a core in program order); the report says
-        which two."""
+        earlier one whose bytes it shares and the data plane could not compute them in that order; the report
+        says which two."""
         return bool(np.all(np.asarray(self.control.reordered) < 0))
 
     @property

@@ -6,7 +6,7 @@
 - the front end's notes of the instructions that ran (a unit-flag read whose order the mmad direction
   does not match, ``ascjax.recorder.DIRECTION_NOTE``);
 - outputs that are not the device's: sync made a later instruction of a core run before an earlier one
-  whose bytes it shares, and the data plane computes a core's instructions in program order
+  whose bytes it shares, and the data plane could not compute them in that order
   (``ControlResult.reordered``; ``reordered_warning``).
 
 Reads the record's template and operands and a ``ControlResult`` only (the report layer); each warning
@@ -34,8 +34,10 @@ WAIT_PIPE = (
 
 REORDERED = (
     "the outputs are not the device's: {first} ran before {earlier} on the device (sync held {held} until "
-    "{ran} was done, and they share bytes), but ascjax computes a core's instructions in program order. Issue "
-    "{ran} before {held} in the kernel, the order they run in, for outputs that are the device's."
+    "{ran} was done, and they share bytes), and ascjax's data plane could not compute them in that order (it "
+    "follows the device's order within straight code and within one pass of a loop body, not across a k.cond, "
+    "a loop or two iterations, nor in a launch, a sweep or under vmap). Issue {ran} before {held} in the kernel, "
+    "the order they run in, for outputs that are the device's."
 )
 
 

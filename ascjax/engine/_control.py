@@ -37,8 +37,8 @@ class ControlResult(eqx.Module):
     end: Int[Array, " N"]  # the cycle it completed (-1: never)
     source: Int[Array, " N"]  # a wait that ran: the instance whose set (or unit-flag flip) it consumed (-1: none)
     racy: Bool[Array, " N"]  # per instance, it read bytes a write it is not ordered with wrote (RAW): poisoned data
-    # two conflicting instances of one core that sync ran against program order (the later one first), or -1: the
-    # data plane computes a core in program order, so its outputs are not the device's (``_checks.reordered``)
+    # two conflicting instances of one core that sync ran against program order (the later one first), or -1
+    # (``_checks.reordered``); ``ascjax.planes`` leaves only a pair its data plane could not compute in that order
     reordered: Int[Array, " 2"]
     deadlocked: Bool[Array, ""]
     events: Int[Array, ""]  # events executed (two per instance that ran)
