@@ -93,7 +93,8 @@ def planes(
 
 @eqx.filter_jit
 def _record_jit(kernel, chip: Chip, costs, inputs, spec: tuple, params: dict):
-    return record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs)
+    """The record and the sync latencies its control plane runs with."""
+    return record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs), sync_latency(costs)
 
 
 @eqx.filter_jit
@@ -117,7 +118,8 @@ class ControlCache:
     def get(self, record, control: ControlOptions, latency):
         """``(result, schedule, poison index, emit order)`` for ``record``: cached, or from one control-plane run."""
         digest = hashlib.blake2b(repr(control).encode(), digest_size=16)
-        for name, x in sorted(record.operands.items()) + [(str(i), x) for i, x in enumerate(jax.tree.leaves(latency))]:
+        operands, latency_leaves = jax.device_get((record.operands, jax.tree.leaves(latency)))  # one transfer
+        for name, x in sorted(operands.items()) + [(str(i), x) for i, x in enumerate(latency_leaves)]:
             a = np.asarray(x)
             digest.update(f"{name}:{a.dtype}:{a.shape};".encode())
             digest.update(np.ascontiguousarray(a).tobytes())
@@ -144,8 +146,8 @@ def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions,
                   params: dict):  # fmt: skip
     """``planes`` as three compiled programs, the control plane's run reused for equal records and operands
     (``CONTROL_CACHE``). Arguments must be concrete (not under a transformation)."""
-    record = _record_jit(kernel, chip, costs, inputs, spec, params)
-    result, order, index, emit = CONTROL_CACHE.get(record, control, sync_latency(costs))
+    record, latency = _record_jit(kernel, chip, costs, inputs, spec, params)
+    result, order, index, emit = CONTROL_CACHE.get(record, control, latency)
     poison = (index, result.racy) if options.poison_races else (None, None)
     state = _data_jit(kernel, chip, options, inputs, spec, params, order, poison[1], poison[0], emit)
     return state, record, device_order(result, emit)

@@ -1,5 +1,6 @@
-"""Shared by the benchmarks: timing (compile once, then the best of several runs), the machine
-line, and the claim rows every benchmark reports (a measured ratio against its target)."""
+"""Shared by the benchmarks: timing (compile each program once, then call them in turn, round after round,
+and keep each one's median and minimum), the machine line, and the claim rows every benchmark reports (a
+measured ratio against its target)."""
 
 import argparse
 import json
@@ -8,19 +9,28 @@ import platform
 import time
 
 import jax
+import numpy as np
 
 
-def best_seconds(fn, *args, repeats=5):
-    """(compile + first run seconds, best steady-state seconds) of ``fn(*args)``."""
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    first = time.perf_counter() - start
-    best = float("inf")
-    for _ in range(repeats):
+def interleaved_seconds(calls: dict, repeats: int = 5) -> dict:
+    """Per name of ``calls`` (name -> (fn, args) or (fn, args, repeats)): ``compile_and_first_s``, ``run_s`` (the
+    median of its steady-state calls) and ``min_s``. Every program is compiled first; then each round calls every
+    program once, in turn, so the peers share the machine's drift (a row with fewer repeats sits out the last)."""
+    first, seen = {}, {name: [] for name in calls}
+    for name, (fn, args, *_) in calls.items():
         start = time.perf_counter()
         jax.block_until_ready(fn(*args))
-        best = min(best, time.perf_counter() - start)
-    return first, best
+        first[name] = time.perf_counter() - start
+    for round_ in range(max([repeats, *(c[2] for c in calls.values() if len(c) > 2)])):
+        for name, (fn, args, *reps) in calls.items():
+            if round_ < (reps[0] if reps else repeats):
+                start = time.perf_counter()
+                jax.block_until_ready(fn(*args))
+                seen[name].append(time.perf_counter() - start)
+    return {
+        name: {"compile_and_first_s": first[name], "run_s": float(np.median(t)), "min_s": float(np.min(t))}
+        for name, t in seen.items()
+    }
 
 
 def machine() -> str:

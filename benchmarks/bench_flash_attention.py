@@ -19,7 +19,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import best_seconds, claim, main
+from _timing import claim, interleaved_seconds, main
 from jax.experimental import pallas as pl
 
 import ascjax as aj
@@ -110,16 +110,17 @@ def measure(seq=2048, head_dim=128, repeats=3) -> dict:
         "ascjax, timing only": ascjax_flash_attention(seq, d, False),
         "ascjax, checks + timing": ascjax_flash_attention(seq, d, True),
     }
-    timings, extra = {}, {}
-    for name, fn in rows.items():
-        call = (lambda *a, fn=fn: fn(*a, jnp.asarray(x["kv_mask"]))) if name.startswith("ascjax") else fn
-        first, best = best_seconds(call, *args, repeats=repeats)
+    calls = {
+        name: ((lambda *a, fn=fn: fn(*a, jnp.asarray(x["kv_mask"]))) if name.startswith("ascjax") else fn, args)
+        for name, fn in rows.items()
+    }
+    timings, extra = interleaved_seconds(calls, repeats), {}
+    for name, (call, _) in calls.items():
         out = call(*args)
         if isinstance(out, tuple):
             out, verdict, cycles = out
             extra[name] = {"verdict": aj.Verdict(int(verdict)).label, "cycles": int(cycles)}
-        err = float(np.max(np.abs(np.asarray(out, np.float64) - want)))
-        timings[name] = {"compile_and_first_s": first, "run_s": best, "max_abs_err": err}
+        timings[name]["max_abs_err"] = float(np.max(np.abs(np.asarray(out, np.float64) - want)))
     run = {name: t["run_s"] for name, t in timings.items()}
     ref = run["reference attention (jnp)"]
     return {

@@ -20,7 +20,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import best_seconds, claim, main
+from _timing import claim, interleaved_seconds, main
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
@@ -149,13 +149,12 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
             tpu_repeats,
         ),
     }
-    timings, errors = {}, {}
-    for name, (fn, reps) in rows.items():
-        first, best = best_seconds(fn, a, b, repeats=reps)
+    timings = interleaved_seconds({name: (fn, (a, b), reps) for name, (fn, reps) in rows.items()}, repeats)
+    errors = {}
+    for name, (fn, _) in rows.items():
         out = fn(a, b)
         c = out[0] if isinstance(out, tuple) else out
-        errors[name] = float(np.max(np.abs(np.asarray(c, np.float64) - want)))
-        timings[name] = {"compile_and_first_s": first, "run_s": best, "max_abs_err": errors[name]}
+        errors[name] = timings[name]["max_abs_err"] = float(np.max(np.abs(np.asarray(c, np.float64) - want)))
     _, verdict, cycles = ascjax_matmul(case, True)(a, b)
     run = {name: t["run_s"] for name, t in timings.items()}
     return {
