@@ -38,7 +38,7 @@ def execute_data(
     "block_num": n}``; the state then keeps the GM write marks the launch's merge needs."""
     names = tuple(name for name, _ in outputs)
     gm = initial_gm(inputs, outputs)
-    state = State.create(chip, gm, names, options, data_only=True, track_gm_writes=block is not None)
+    state = State.create(chip, gm, names, options, track_gm_writes=block is not None)
     program = Program(chip, state, **(block or {}))
     program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
     program.poison = poison
