@@ -7,7 +7,7 @@ import os as _os
 # (it takes effect when ascjax is imported before jax).
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from . import isa, layout, ops, pl, timing, trace
+from . import isa, layout, ops, pl
 from .case import Case, build_case, case, load_cases, run_case
 from .check import CheckResult, check, control_options
 from .chip import CHIPS, Chip, get_chip
@@ -23,21 +23,21 @@ from .core import (
     Pipe,
     RaceError,
     SyncError,
+    SyncMode,
     UninitializedError,
     Verdict,
 )
-from .cross_core import SyncMode
+from .engine import Costs, default_costs
 from .launch import LaunchResult, launch
 from .memory import Allocator, Tile
 from .ops import AccPhase, AccToVecMode, RoundMode, STPhase, UnitFlagMode
 from .options import Options
 from .program import Program
-from .report import Report, report
+from .report import Report
 from .run import Result, run
 from .state import State
 from .sweep import SweepTable, sweep
 from .tile_group import TileGroup, TileSlot
-from .timing import Costs, default_costs
 from .tracing import UnusedInputWarning
 
 __version__ = "0.1.0"
@@ -56,8 +56,6 @@ __all__ = [
     "Options",
     "Costs",
     "default_costs",
-    "timing",
-    "trace",
     "Allocator",
     "AscjaxError",
     "BoundsError",
@@ -94,7 +92,6 @@ __all__ = [
     "layout",
     "load_cases",
     "ops",
-    "report",
     "run",
     "run_case",
 ]

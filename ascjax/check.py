@@ -2,8 +2,8 @@
 
 The kernel is recorded by its front end (``ascjax.run.record_kernel``) and its record run by the
 control plane (semantics §8: per-pipe queues with decoupled issue, flags, unit flags, cross-core
-counters, happens-before). Nothing is computed but the sync hardware, so a check is fast, and it
-reports every finding, most severe first, where ``run`` (the version-1 engine) stops at the first.
+counters, happens-before). Nothing is computed but the sync hardware, so a check is fast; it
+reports every finding, most severe first, as ``run`` does beside the data it computes.
 """
 
 from __future__ import annotations

@@ -35,14 +35,13 @@ from . import dtypes
 from .check import CheckResult, verdict_codes
 from .chip import Chip, get_chip
 from .core import EXCEPTIONS, Verdict
-from .engine import ControlOptions, ControlResult, Record
+from .engine import ControlOptions, ControlResult, Costs, Record, default_costs
 from .options import Options
 from .planes import planes, resolve_control
 from .report import Report
 from .run import raise_if_failed
 from .run_warnings import run_warnings
 from .state import GM_PLAIN
-from .timing import Costs, default_costs
 from .tracing import gm_inputs, initial_gm, output_spec
 
 

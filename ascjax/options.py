@@ -16,8 +16,6 @@ class Options:
       whole destination, so the "precision problem" of a race shows up in the outputs.
     - ``gm_granule_bytes``: the GM granule of a launch's merge (32 B, the DMA burst): two blocks
       writing one granule, one with a plain store, race.
-    - ``max_events``: version 1's trace buffer (``State.create`` without ``data_only``); a run's
-      timeline (``Result.timeline()``) is complete and needs none.
     - ``straight_through``: differentiate through rounding and saturation with the
       straight-through estimator (``ascjax.straight_through``): vector ``cast`` and the fixpipe's
       quantisation keep their bit-exact outputs, and the gradient passes each rounding step as the
@@ -28,7 +26,6 @@ class Options:
     sanitize: bool = True
     poison_races: bool = False
     gm_granule_bytes: int = 32
-    max_events: int = 0
     straight_through: bool = False
 
     def __post_init__(self):

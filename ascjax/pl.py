@@ -29,8 +29,7 @@ from __future__ import annotations
 import types
 
 from . import isa
-from .core import Buffer, InstrKind, Pipe
-from .cross_core import SyncMode
+from .core import Buffer, InstrKind, Pipe, SyncMode
 from .ops.pypto import AtomicType, atomic_add
 from .ops.ub_move import AccToVecMode
 from .ops.unit_flag import AccPhase, STPhase

@@ -53,7 +53,7 @@ def execute_data(
     edges the trace could not follow is noted in ``FOLLOWED``."""
     names = tuple(name for name, _ in outputs)
     gm = initial_gm(inputs, outputs)
-    state = State.create(chip, gm, names, options, data_only=True, track_gm_writes=block is not None)
+    state = State.create(chip, gm, names, options, track_gm_writes=block is not None)
     program = Program(chip, state, **(block or {}))
     program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
     program.poison = poison

@@ -23,12 +23,12 @@ import numpy as np
 
 from . import indexed, isa, sites
 from .chip import Chip
-from .core import BOUNDS_TRIP_COUNT, N_CORES, Buffer, CoreKind, InstrKind, Pipe, Verdict
+from .core import N_CORES, Buffer, CoreKind, InstrKind
 from .engine import Sync
 from .memory import Allocator, Tile
-from .ops._machine import RACY_READ, fail, static_int
-from .sections import Plan, run_concurrent
-from .state import MAX_LOOP_DEPTH, State
+from .ops._machine import RACY_READ, static_int
+from .sections import Plan
+from .state import State
 from .tile_group import TileGroup, TileSlot
 
 _CURRENT: list = []  # the Program being traced (for the ascjax.pl tile language)
@@ -37,6 +37,8 @@ MAX_TRIP_COUNT = 1 << 24
 #: Rough cost of one emulated loop iteration on a CPU, for the refusal's estimate (an estimate, not a measurement
 #: of the user's kernel).
 ITERATION_US_ESTIMATE = 10
+#: How deep ``Program.range`` loops may nest.
+MAX_LOOP_DEPTH = 4
 
 
 #: Instructions whose only effect is on the sync hardware: the data plane skips them.
@@ -112,16 +114,9 @@ class GroupHandle:
         return self.current()
 
     def __getitem__(self, index) -> TileSlot:
-        slot = self.group.slot(index)  # a static index out of range raises here
-        k = self.program
-        if not k._go() or isinstance(index, int):
-            return slot
-        op = sites.register("TileGroup[i]", Pipe.S, f"{self.group}", core=k.core)
-        k.state = fail(
-            k.state, ~slot.ok, Verdict.BOUNDS, op, Pipe.S, a=jnp.asarray(index, jnp.int32), b=self.depth - 1, c=7,
-            core=k.core,
-        )  # fmt: skip
-        return slot
+        """Slot ``index``: a static index out of range raises here; a traced one is a BOUNDS finding of the ops
+        that access the slot (they access nothing)."""
+        return self.group.slot(index)
 
     def __str__(self) -> str:
         return str(self.group)
@@ -153,7 +148,7 @@ class Program:
         self._freed: dict = {}  # tile -> the kernel line that freed it
         self.gm_named: set[str] = set()  # GM tensors the kernel's ops named
         self._in_section = False
-        # the data plane (a data-only state): what runs concurrent sections, and the cross-core wait instances
+        # the data plane: what runs concurrent sections, and the cross-core wait instances
         # recorded so far per core (the record's numbering, with every iteration of the enclosing loops)
         self.sections_runner = None
         self.cross_waits = [0] * N_CORES
@@ -194,19 +189,16 @@ class Program:
         return self.gate.enabled
 
     def flush(self) -> None:
-        """Run the top-level sections declared so far: concurrently when there are several."""
+        """Run the top-level sections declared so far: on the data plane in the order the control plane ran them
+        (``sections_runner``), else each in turn (the record holds each core's program; the control plane runs
+        them together)."""
         # by core, not by source order: the schedule (and so the timing) does not depend on how sections are listed
         pending, self._pending = sorted(self._pending, key=lambda plan: plan.core), []
-        if self.recorder is not None:  # the record holds each core's program; the control plane runs them together
-            for plan in pending:
-                self._run_section(plan)
-        elif self.sections_runner is not None and pending:
+        if self.recorder is None and self.sections_runner is not None and pending:
             self.sections_runner(self, pending)
-        elif len(pending) == 1:
-            plan = pending[0]
+            return
+        for plan in pending:
             self._run_section(plan)
-        elif pending:
-            run_concurrent(self, pending)
 
     @contextlib.contextmanager
     def _tagging(self, plan):
@@ -404,7 +396,7 @@ class Program:
             jax.eval_shape(lambda st: instr.data(st, *instr.bound, *args, **kwargs, **extra), self.state)
             self.recorder.issue(instr, self.core, args, kwargs, tag=tag)
             return
-        if self._state.data_only and instr.kind in SYNC_KINDS:  # the data plane computes no sync
+        if instr.kind in SYNC_KINDS:  # the data plane computes no sync (the recorder checked its static rules)
             if instr.sync is Sync.CROSS_WAIT and gate is None:
                 self.cross_waits[self.core] += int(np.prod(self._trips, dtype=np.int64))
             return
@@ -485,23 +477,10 @@ class Program:
                 self.recorder.trip_count(self.core, n, count)
             self._scan(n, body, count)
             return
-        if count is not None:
-            self._check_count(n, count)  # a traced count past n: a BOUNDS finding
+        if count is not None:  # a traced count past n is the recorder's BOUNDS finding (``Recorder.trip_count``)
             inner, limit = body, count
             body = lambda i: self.cond(i < limit, lambda: inner(i))  # noqa: E731
         self._scan(n, body)
-
-    def _check_count(self, n: int, count) -> None:
-        """A trip count past the loop's static maximum is an error (static) or a BOUNDS finding (traced), never
-        silently clamped to the maximum."""
-        if static_int(count) is not None:
-            return  # checked at the call
-        op = sites.register("range", Pipe.S, f"range({n}, count=traced)", core=self.core)
-        count = jnp.asarray(count, jnp.int32)
-        self.state = fail(
-            self.state, (count < 0) | (count > n), Verdict.BOUNDS, op, Pipe.S, a=count, b=n, c=BOUNDS_TRIP_COUNT,
-            core=self.core,
-        )  # fmt: skip
 
     def _gated_range(self, n, body, count) -> None:
         """A loop inside a concurrent section: a region of its own at the top level, else part of a segment."""
@@ -521,31 +500,22 @@ class Program:
         if gate.discover:
             body(jnp.int32(0))
         elif gate.target[0] == region:
-            depth = self._depth
-            if not self.state.data_only:
-                self.state = eqx.tree_at(lambda s: s.loop, self.state, indexed.put(self.state.loop, depth, gate.index))
             self._depth += 1
             self._loop_index.append(gate.index)
             try:
-                with sites.loop_scope():
-                    body(gate.index)
+                body(gate.index)
             finally:
                 self._depth -= 1
                 self._loop_index.pop()
         gate.leave_loop()
 
     def _scan(self, n: int, body, count=None) -> None:
-        depth = self._depth
-
         def step(state, i):
-            if not state.data_only:
-                state = eqx.tree_at(lambda s: s.loop, state, indexed.put(state.loop, depth, i))
             self._depth += 1
             self._trips.append(n)
             self._loop_index.append(i)
             try:
-                with sites.loop_scope():
-                    return self._traced(state, lambda: body(i), "loop"), None
+                return self._traced(state, lambda: body(i), "loop"), None
             finally:
                 self._depth -= 1
                 self._trips.pop()
@@ -569,7 +539,7 @@ class Program:
         """
 
         gate = self.gate
-        if gate is not None:  # inside a concurrent section: a branch holds no yield point
+        if gate is not None:  # inside a concurrent section: a branch cannot begin a segment
             if not (gate.discover or gate.enabled):
                 return
             gate.nested += 1

@@ -14,13 +14,12 @@ import numpy as np
 from .check import CheckResult, verdict_codes
 from .chip import Chip, get_chip
 from .core import EXCEPTIONS, MESSAGES, Verdict
-from .engine import ControlOptions, ControlResult, Record
+from .engine import ControlOptions, ControlResult, Costs, Record, default_costs
 from .options import Options
 from .planes import planes, planes_cached, planes_jit, resolve_control
 from .report import Report
 from .state import State
 from .timeline import Timeline
-from .timing import Costs, default_costs
 from .tracing import gm_inputs, output_spec
 
 

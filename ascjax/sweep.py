@@ -25,11 +25,10 @@ import numpy as np
 from .case import Case, max_abs_err
 from .chip import get_chip
 from .core import Verdict
-from .engine import Record
+from .engine import Record, default_costs
 from .engine._log import ENTRY
 from .options import Options
 from .run import run
-from .timing import default_costs
 from .tracing import gm_inputs
 
 _COST_PREFIX = "costs."

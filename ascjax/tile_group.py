@@ -14,7 +14,6 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .granules import CHIP_GRANULE_BYTES
 from .memory import Tile
 
 
@@ -31,10 +30,6 @@ class TileSlot(Tile):
     def base(self) -> Tile:
         """The slot-0 tile (static metadata, hashable)."""
         return Tile(self.name, self.buffer, self.addr, self.rows, self.cols, self.dtype, self.fmt)
-
-    @property
-    def slot_granules(self) -> int:
-        return self.stride_bytes // CHIP_GRANULE_BYTES
 
     def __str__(self) -> str:
         return f"{super().__str__()} slot of a depth-{self.depth} group"

@@ -15,10 +15,10 @@ import numpy as np
 
 from . import dtypes, sites
 from .chip import Chip, get_chip
+from .engine import Costs
 from .program import _CURRENT, Program
 from .recorder import Recorder
 from .state import State
-from .timing import Costs
 
 
 class UnusedInputWarning(UserWarning):
@@ -112,7 +112,7 @@ def record_kernel(
     spec = output_spec(outputs)
     inputs = gm_inputs(inputs)
     gm = initial_gm(inputs, spec)
-    state = State.create(chip, gm, tuple(name for name, _ in spec), data_only=True)
+    state = State.create(chip, gm, tuple(name for name, _ in spec))
     recorder = Recorder(chip, gm, set(inputs), costs)
     program = trace_kernel(kernel, Program(chip, state, recorder=recorder, **(block or {})), params or {})
     warn_unused_inputs(inputs, program, spec)

@@ -63,7 +63,7 @@ def print_details(result: dict) -> None:
         parts = ", ".join(f"{k} {v / 1024:.0f}" for k, v in c["state_bytes_by_part"].items())
         print(
             f"  {chip:4s} physical {c['physical_bytes'] / 1024:.0f} KiB, state {c['state_bytes'] / 1024:.0f} KiB "
-            f"({parts}), checks off {c['state_bytes_checks_off'] / 1024:.0f} KiB"
+            f"({parts})"
         )
 
 

@@ -4,7 +4,7 @@ python benchmarks/bench_compile.py [--json]
 
 Each figure is trace + lower + XLA compile of one block with all checks on, after
 ``jax.clear_caches()`` and without the persistent compilation cache. A loop of ascjax is a
-``lax.scan`` (and concurrent sections a scheduler whose length is data), so the compile time
+``lax.scan`` (and concurrent sections a scan over their segments), so the compile time
 must not grow with the number of iterations: the 64-tile figure should equal the 4-tile one
 within 20 %.
 """
@@ -19,8 +19,8 @@ import jax.numpy as jnp
 from _timing import claim, main
 
 import ascjax as aj
+from ascjax.engine import default_costs
 from ascjax.planes import planes
-from ascjax.timing import default_costs
 from ascjax.tracing import output_spec
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))

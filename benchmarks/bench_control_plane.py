@@ -10,8 +10,7 @@ store), written straight into ``ascjax.engine.RecordBuilder``. A scenario is its
 phase the framework's M -> FIX software sync is recorded as a flag pair. The loop calls the
 jitted single-scenario control plane once per scenario and reads its verdict; the sweep is one
 jitted ``vmap``. Calls are interleaved and repeated; medians and minimums are reported.
-This times the control plane alone: the public ``ascjax.sweep`` still runs on version 1
-(``bench_sweep.py``).
+This times the control plane alone (``ascjax.sweep`` runs both planes: ``bench_sweep.py``).
 """
 
 import itertools

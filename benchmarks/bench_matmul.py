@@ -6,8 +6,8 @@ Rows: ``jnp.dot`` (f32 accumulation); the same 128-tiling as two nested ``lax.sc
 ``jnp.dot`` (the floor for anything that runs the K-loop tile by tile); ascjax ``kernels/matmul.py`` run on the two
 planes (the control plane over the record, with every check and the timing, then the data plane), with the race and
 uninitialised-read checks off (their cost), ``ascjax.run`` called again on the same record (the control plane's
-findings reused: it depends on the record's operands, not on the data), and the data plane alone; the same kernel launched on one
-block per output tile (version 1's engine: what a launch and its GM merge cost); the same tiling as a Pallas
+findings reused: it depends on the record's operands, not on the data), and the data plane alone; the same kernel
+launched on one block per output tile (what a launch and its GM merge cost); the same tiling as a Pallas
 kernel (grid M/128 x N/128 x K/128, the output block resident across K) run with
 ``interpret=True``, and in Pallas' TPU interpret mode with and without ``detect_races=True``
 (the closest peer: it too checks a kernel's synchronisation on a CPU).

@@ -17,8 +17,8 @@ import numpy as np
 from _timing import claim, interleaved_seconds, main
 
 import ascjax as aj
+from ascjax.engine import default_costs
 from ascjax.planes import planes
-from ascjax.timing import default_costs
 from ascjax.tracing import output_spec
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))

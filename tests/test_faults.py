@@ -1,7 +1,7 @@
 """Traced operands that break their instruction's rule are control-plane findings (``engine.Fault``): a size
 past its tiles, an offset past its tensor or off its fractal grid, the GEMV layout, a trip count past its loop's
 maximum. Each names the operand, its value and its limit at the user's line; the faulting issue accesses
-nothing; its in-range twin is clean; the verdict is version 1's; under ``vmap`` each scenario gets its own."""
+nothing; its in-range twin is clean; ``run`` gives ``check``'s verdict; under ``vmap`` each scenario gets its own."""
 
 from __future__ import annotations
 
@@ -108,10 +108,10 @@ def test_a_fixpipe_past_its_gm_output_is_bounds():
     assert Finding.BOUNDS not in {f.kind for f in _check(kernel, io=(inputs, outputs), row=8).findings}
 
 
-def test_the_verdicts_are_version_1s():
+def test_run_gives_checks_verdict():
     for params in ({"row": 9}, {"col": 1}, {"trips": 3}, {"row": 8}):
-        v1 = aj.run(_round_trip, *IO, params=_traced(_round_trip, params))
-        assert aj.Verdict(int(v1.verdict)) is _check(_round_trip, **params).verdict, params
+        ran = aj.run(_round_trip, *IO, params=_traced(_round_trip, params))
+        assert aj.Verdict(int(ran.verdict)) is _check(_round_trip, **params).verdict, params
 
 
 def test_each_scenario_of_a_vmap_gets_its_own_verdict():

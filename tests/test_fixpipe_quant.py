@@ -212,7 +212,7 @@ def test_jit_agrees_with_eager():
     vec = np.linspace(-2, 2, N, dtype=np.float32)
     tile = aj.Allocator(chip).alloc("L0C", (M, N), "float32")
     gm = {"hif8": jax.numpy.zeros((M, N), np.uint8), "i8": jax.numpy.zeros((M, N), np.int8)}
-    state = aj.State.create(chip, gm, tuple(gm), aj.Options(sanitize=False)).add_tile(tile)
+    state = aj.State.create(chip, gm, tuple(gm)).add_tile(tile)
     state = state.with_tile(tile, nd_to_nz(c, 16))
 
     def move(state, scale):

@@ -1,8 +1,8 @@
 """The package's layers import downward only (design.md "Layering"), checked on the source.
 
 Each layer folder may import the layers listed for it and nothing else of ascjax. The
-modules still at the top level of the package (the version-1 engine and its front ends) are
-not a layer yet; they may import the layers, never the reverse.
+modules at the top level of the package (the front ends, the data plane and the report layer)
+are not a layer; they may import the layers, never the reverse.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "ascjax"
 #: layer -> the layers it may import (besides itself)
-#: the version-1 data functions and tiles the registry binds, until the data plane replaces them
-V1_DATA = {"ops", "memory"}
-ALLOWED = {"core": set(), "engine": {"core"}, "isa": {"core", "engine"} | V1_DATA}
+#: the data functions and tiles the registry binds
+DATA = {"ops", "memory"}
+ALLOWED = {"core": set(), "engine": {"core"}, "isa": {"core", "engine"} | DATA}
 
 
 def _imports(path: pathlib.Path, root: pathlib.Path = PACKAGE) -> set[str]:
@@ -59,8 +59,8 @@ def test_the_layers_form_no_cycle():
             assert layer not in ALLOWED[other], f"{layer} and {other} import each other"
 
 
-def test_the_version_1_data_functions_do_not_import_the_registry():
-    for name in V1_DATA:
+def test_the_data_functions_do_not_import_the_registry():
+    for name in DATA:
         paths = sorted((PACKAGE / name).rglob("*.py")) if (PACKAGE / name).is_dir() else [PACKAGE / f"{name}.py"]
         for path in paths:
             assert "isa" not in _imports(path), f"{path.relative_to(PACKAGE)} imports the registry above it"

@@ -18,6 +18,7 @@ import pytest
 
 import ascjax as aj
 from ascjax import ops
+from ascjax.engine import cube_class, fix_class
 from ascjax.formats import hifloat8
 
 M, K, N = 16, 64, 16
@@ -158,12 +159,12 @@ def test_low_precision_pairs_name_the_chip(pair, chip, match):
 def test_cube_rates_of_the_new_classes():
     """fp8/hif8 run at 16x16x32 (8192 MACs/cycle) on 3510, int4 at 16x16x64 on 2201, MX fp4 at 16x16x64."""
     c950, a2 = aj.default_costs(aj.get_chip("950")), aj.default_costs(aj.get_chip("a2"))
-    rate = lambda costs, dtype, mx=False: float(costs.cube_macs_per_cycle[aj.timing.cube_class(dtype, mx)])  # noqa: E731
+    rate = lambda costs, dtype, mx=False: float(costs.cube_macs_per_cycle[cube_class(dtype, mx)])  # noqa: E731
     assert rate(c950, "float8_e4m3fn") == rate(c950, "hifloat8") == 8192 == rate(c950, "float8_e5m2", True)
     assert rate(a2, "int4") == 16384 == rate(c950, "float4_e1m2", True)
     assert rate(c950, "float16") == 4096
     for dtype in ("int8", "uint8", "float8_e4m3fn", "hifloat8"):
-        assert float(c950.fix_elements_per_cycle[aj.timing.fix_class(dtype)]) == 64
+        assert float(c950.fix_elements_per_cycle[fix_class(dtype)]) == 64
 
 
 # -- MX ------------------------------------------------------------------------------------------
@@ -282,33 +283,6 @@ def test_mx_k_must_be_a_multiple_of_64():
     with pytest.raises(ValueError, match=r"rule 'MX K': mmad_mx needs a static k that is a multiple of 64, got 32"):
         _traces(kernel, {}, {}, "950", params={"kk": 32})
     _traces(kernel, {}, {}, "950", params={"kk": 64})
-
-
-@pytest.mark.parametrize(
-    ("shape", "fmt", "regions"),
-    [  # regions (row0, rows, col0, cols) aligned to the 16 x 2 (Zz) or 2 x 16 (Nn) fractals
-        ((128, 64), "Zz", [(0, 128, 0, 64), (16, 32, 2, 4), (32, 16, 60, 4), (112, 16, 62, 2)]),
-        ((64, 128), "Nn", [(0, 64, 0, 128), (2, 4, 16, 32), (60, 4, 32, 16), (62, 2, 112, 16)]),
-    ],
-)
-def test_mx_scale_tiles_map_to_their_granules(shape, fmt, regions):
-    """The race checker's granules of an L1 scale tile (16 x 2 fractals) match its bytes, region by region."""
-    from ascjax import granules
-    from ascjax.layout import from_fractal, to_fractal
-
-    tile = aj.Allocator(aj.get_chip("950")).alloc("L1", shape, "float8_e8m0fnu", fmt=fmt, addr=1024)
-    rows, cols = tile.padded
-    index = np.arange(rows * cols).reshape(rows, cols)
-    offset = np.asarray(from_fractal(np.arange(index.size).reshape(tile.physical_shape), tile.fmt))  # byte offsets
-    assert sorted(offset.reshape(-1).tolist()) == list(range(index.size))
-    gran = (tile.addr + offset) // granules.CHIP_GRANULE_BYTES
-    assert len(np.unique(gran)) == 16  # 8 KB: the regions below pick different granules
-    for r0, nr, c0, nc in regions:
-        first, mask = granules.tile_window(tile, r0, nr, c0, nc)
-        want = np.unique(gran[r0 : r0 + nr, c0 : c0 + nc])
-        assert want.size
-        assert (first + np.flatnonzero(mask)).tolist() == want.tolist(), (r0, nr, c0, nc)
-    assert to_fractal(index, tile.fmt, tile.c0).shape == tile.physical_shape
 
 
 def test_mx_scale_layouts_byte_order():

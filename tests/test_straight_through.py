@@ -90,7 +90,7 @@ def _cast_kernel(k):
 
 
 def _vector_loss(ste):
-    options = aj.Options(sanitize=False, straight_through=ste)
+    options = aj.Options(straight_through=ste)
 
     def loss(x, y):
         out = aj.run(_cast_kernel, {"x": x, "y": y}, VECTOR_OUT, options=options).outputs
@@ -142,7 +142,7 @@ def _fixpipe_loss(ste):
     chip = aj.get_chip("950")
     tile = aj.Allocator(chip).alloc("L0C", (M, N * len(MOVES)), "float32")
     gm = {name: jnp.zeros((M, N), aj.dtypes.to_numpy_dtype(d)) for name, (d, _) in MOVES.items()}
-    options = aj.Options(sanitize=False, straight_through=ste)
+    options = aj.Options(straight_through=ste)
     state = aj.State.create(chip, gm, tuple(gm), options).add_tile(tile)
 
     def loss(c):

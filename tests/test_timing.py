@@ -74,7 +74,7 @@ def test_ping_pong_is_faster_by_the_overlap():
 
 
 def _cycles(case, head, latency):
-    costs = aj.timing.default_costs(aj.get_chip("a2")).replace(mmad_head_cycles=head, flag_latency_cycles=latency)
+    costs = aj.default_costs(aj.get_chip("a2")).replace(mmad_head_cycles=head, flag_latency_cycles=latency)
     return jnp.max(run(case, costs=costs).control.end)
 
 
@@ -101,7 +101,7 @@ def test_timelines_of_a_vmapped_run():
     case = measurement_case(True)
 
     def go(head):
-        return run(case, costs=aj.timing.default_costs(aj.get_chip("a2")).replace(mmad_head_cycles=head))
+        return run(case, costs=aj.default_costs(aj.get_chip("a2")).replace(mmad_head_cycles=head))
 
     result = jax.vmap(go)(jnp.array([60.0, 0.0]))
     first, second = (result.timeline(i).summary()["cycles"] for i in (0, 1))
@@ -152,7 +152,7 @@ def test_summary_and_report():
 def test_no_run_beats_physics(cube, mte2, latency, fix):
     """Whatever the cost table, a run takes at least its cube work at peak and its bytes at each bandwidth."""
     case = matmul_case()
-    costs = aj.timing.default_costs(aj.get_chip("a2")).replace(
+    costs = aj.default_costs(aj.get_chip("a2")).replace(
         # f16, int8, f32, fp8/hif8, int4, MX fp8, MX fp4 (timing.CUBE_*)
         cube_macs_per_cycle=jnp.array([cube, 2 * cube, cube / 4, 2 * cube, 4 * cube, 2 * cube, 4 * cube]),
         mte2_bytes_per_cycle=mte2,

@@ -2,7 +2,7 @@
 
 Every ``Costs`` field is an array, so a sweep may vary it and ``jax.grad`` differentiate with
 respect to it. The cycle functions are the single place an instruction's price is written: the
-record takes each issue's cycles from them, and so does version 1's timing model.
+record takes each issue's cycles from them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The instruction registry: every instruction declared once (``Instruction``), one module per family.
 
-``Program`` methods and the tile language's path dispatch are bound to these declarations;
-reports ask ``kind_of`` what an op site is. Adding an instruction is one ``Instruction`` in a
+``Program`` methods, the recorder and the tile language's path dispatch are bound to these
+declarations. Adding an instruction is one ``Instruction`` in a
 family module (or a user's file) and one ``register`` call (docs/design.md walks through it).
 """
 
@@ -10,7 +10,6 @@ from ._instruction import Access as Access
 from ._instruction import Instruction as Instruction
 from ._instruction import Operand as Operand
 from ._registry import instructions as instructions
-from ._registry import kind_of as kind_of
 from ._registry import lookup as lookup
 from ._registry import register as register
 from ._registry import route as route

@@ -68,9 +68,8 @@ class Instruction:
     ``core``: ``CoreKind.CUBE`` / ``VECTOR``, or ``ANY`` (sync: the core it is issued on);
     ``pipe``: the pipe it runs on, or None when an argument names it (sync); ``operands``;
     ``sync``: its effect on the sync hardware; ``bound``: leading arguments of ``data`` the
-    declaration fixes (``"add"`` for ``binary``); ``sites``: the names its op sites and reports
-    use (default ``(name,)``); ``cost``: the ``Costs`` fields that price it; ``cycles``: what one
-    issue takes on its pipe, ``cycles(costs, arguments, gm_dtypes)`` of the ``Costs`` table, the
+    declaration fixes (``"add"`` for ``binary``); ``cost``: the ``Costs`` fields that price it;
+    ``cycles``: what one issue takes on its pipe, ``cycles(costs, arguments, gm_dtypes)`` of the ``Costs`` table, the
     issue's arguments by parameter name and the GM tensors' dtypes (None: one cycle, a sync
     instruction's: its latency is the edge's, ``SyncLatency``); ``faults``: the rules its traced
     operands may break, ``faults(chip, arguments, gm_shapes)`` -> ``engine.Fault`` s (the control plane reports an
@@ -87,7 +86,6 @@ class Instruction:
     operands: tuple[Operand, ...] = ()
     sync: Sync = Sync.NONE
     bound: tuple = ()
-    sites: tuple[str, ...] = ()
     cost: tuple[str, ...] = ()
     cycles: Callable | None = None
     faults: Callable | None = None
@@ -107,11 +105,6 @@ class Instruction:
                         f"{self.name} on pipe {self.pipe} {'writes' if op.write else 'reads'} {buffer}, which only "
                         f"pipes {', '.join(map(str, pipes))} {'write' if op.write else 'read'}"
                     )
-
-    @property
-    def site_names(self) -> tuple[str, ...]:
-        """The names its op sites carry (what reports call it)."""
-        return self.sites or (self.name,)
 
     @property
     def signature(self) -> inspect.Signature:

@@ -1,14 +1,13 @@
-"""The registry: every instruction by name, and the lookups front ends and reports make."""
+"""The registry: every instruction by name and by path, the lookups the front ends make."""
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
-from ..core import Buffer, InstrKind
+from ..core import Buffer
 from ._instruction import Instruction
 
 _BY_NAME: dict[str, Instruction] = {}
-_BY_SITE: dict[str, Instruction] = {}
 #: (src buffer, dst buffer) -> the instruction ``pl.load`` / ``pl.store`` / ``pl.move`` issue for that path
 _ROUTES: dict[tuple[Buffer, Buffer], Instruction] = {}
 
@@ -18,7 +17,7 @@ def register(instruction: Instruction, *, routes=()) -> Instruction:
 
     ``routes=[(src, dst), ...]`` also make it the instruction the tile language's path dispatch
     (``pl.load`` / ``store`` / ``move``) issues between those buffers. A name or route that is
-    already taken is refused, and so is a site name another instruction reports as another kind.
+    already taken is refused.
     """
     if not isinstance(instruction, Instruction):
         raise TypeError(f"register takes an ascjax.isa.Instruction, got {type(instruction).__name__}")
@@ -28,16 +27,7 @@ def register(instruction: Instruction, *, routes=()) -> Instruction:
     for path in routes:
         if path in _ROUTES:
             raise ValueError(f"the path {path[0]} -> {path[1]} is already {_ROUTES[path].name}")
-    for name in instruction.site_names:
-        other = _BY_SITE.get(name)
-        if other is not None and other.kind is not instruction.kind:
-            raise ValueError(
-                f"{instruction.name} reports as {name!r}, a site of {other.name} (kind {other.kind}), not of kind "
-                f"{instruction.kind}"
-            )
     _BY_NAME[instruction.name] = instruction
-    for name in instruction.site_names:
-        _BY_SITE.setdefault(name, instruction)
     _ROUTES.update(dict.fromkeys(routes, instruction))
     return instruction
 
@@ -50,12 +40,6 @@ def lookup(name: str) -> Instruction | None:
 def instructions() -> MappingProxyType:
     """Every registered instruction, by name, in registration order."""
     return MappingProxyType(_BY_NAME)
-
-
-def kind_of(site_name: str) -> InstrKind | None:
-    """The kind of the instruction an op site names (what reports dispatch on), or None."""
-    instr = _BY_SITE.get(site_name)
-    return None if instr is None else instr.kind
 
 
 def routes() -> tuple[tuple[Buffer, Buffer], ...]:

@@ -34,9 +34,9 @@ def _faults(chip, a, gm_shapes):
     return ops.mmad_faults(chip, a["c"], a["a"], a["b"], a["m"], a["k"], a["n"], gemv, align)
 
 
-def _mmad(name, data, summary, operands, sites):
+def _mmad(name, data, summary, operands):
     return Instruction(
-        name, data, InstrKind.MMAD, CoreKind.CUBE, Pipe.M, summary, operands=operands, sites=sites, cost=MMAD_COST,
+        name, data, InstrKind.MMAD, CoreKind.CUBE, Pipe.M, summary, operands=operands, cost=MMAD_COST,
         cycles=_cycles, faults=_faults,
     )  # fmt: skip
 
@@ -44,20 +44,19 @@ def _mmad(name, data, summary, operands, sites):
 INSTRUCTIONS = (
     (_mmad("mmad", ops.mmad, "C (L0C) = A (L0A) x B (L0B), or += C, + bias; the unit flag's writer side (AccPhase)",
            (Operand("c", (L0C,), write=True), Operand("a", (L0A,)), Operand("b", (L0B,)), Operand("bias", (BT,)),
-            Operand("mx", SCALES)), ("mmad", "mmad_mx")), ()),
+            Operand("mx", SCALES))), ()),
     (_mmad("mmad_mx", ops.mmad_mx, "the MX (block-scaled) mmad of 950: E8M0 scales per 32 K elements",
            (Operand("c", (L0C,), write=True), Operand("a", (L0A,)), Operand("b", (L0B,)), *_MX,
-            Operand("bias", (BT,))), ("mmad_mx",)), ()),
+            Operand("bias", (BT,)))), ()),
     (_mmad("matmul", ops.matmul, "dst = lhs @ rhs (+ bias); phase = AccPhase drives the unit flag",
            (Operand("dst", (L0C,), write=True), Operand("lhs", (L0A,)), Operand("rhs", (L0B,)),
-            Operand("bias", (BT,))), ("mmad",)), ()),
+            Operand("bias", (BT,)))), ()),
     (_mmad("matmul_acc", ops.matmul_acc, "dst = acc + lhs @ rhs (acc is dst)",
            (Operand("dst", (L0C,), write=True), Operand("acc", (L0C,)), Operand("lhs", (L0A,)),
-            Operand("rhs", (L0B,))), ("mmad",)), ()),
+            Operand("rhs", (L0B,)))), ()),
     (_mmad("matmul_mx", ops.matmul_mx, "the MX matmul with a phase",
-           (Operand("dst", (L0C,), write=True), Operand("lhs", (L0A,)), Operand("rhs", (L0B,)), *_MX),
-           ("mmad_mx",)), ()),
+           (Operand("dst", (L0C,), write=True), Operand("lhs", (L0A,)), Operand("rhs", (L0B,)), *_MX)), ()),
     (_mmad("matmul_mx_acc", ops.matmul_mx_acc, "dst = acc + matmul_mx(lhs, rhs, scale_a, scale_b)",
            (Operand("dst", (L0C,), write=True), Operand("acc", (L0C,)), Operand("lhs", (L0A,)),
-            Operand("rhs", (L0B,)), *_MX), ("mmad_mx",)), ()),
+            Operand("rhs", (L0B,)), *_MX)), ()),
 )  # fmt: skip

@@ -35,9 +35,9 @@ def _to_gm_faults(chip, a, shapes):
     return ops.fixpipe_faults(a["src"], shapes[a["dst"]], **sizes)
 
 
-def _read(name, data, summary, operands, sites, cost, cycles, faults=None):
+def _read(name, data, summary, operands, cost, cycles, faults=None):
     return Instruction(
-        name, data, InstrKind.L0C_READ, CoreKind.CUBE, Pipe.FIX, summary, operands=operands, sites=sites, cost=cost,
+        name, data, InstrKind.L0C_READ, CoreKind.CUBE, Pipe.FIX, summary, operands=operands, cost=cost,
         cycles=cycles, faults=faults,
     )  # fmt: skip
 
@@ -52,15 +52,15 @@ def _config(name, data, summary, sync=Sync.NONE):
 GM_COST = (*FIX_COST, "gm_write_latency_cycles")
 INSTRUCTIONS = (
     (_read("fixpipe", ops.fixpipe, "L0C -> GM (Nz -> ND, cast, relu, quantise); the unit flag's reader side (STPhase)",
-           _TO_GM, ("fixpipe",), GM_COST, _to_gm, _to_gm_faults), ()),
-    (_read("copy_l0c2gm", ops.fixpipe, "asc_copy_l0c2gm: fixpipe under its Ascend C name", _TO_GM, ("fixpipe",),
-           GM_COST, _to_gm, _to_gm_faults), ()),
+           _TO_GM, GM_COST, _to_gm, _to_gm_faults), ()),
+    (_read("copy_l0c2gm", ops.fixpipe, "asc_copy_l0c2gm: fixpipe under its Ascend C name", _TO_GM, GM_COST,
+           _to_gm, _to_gm_faults), ()),
     (_read("store", ops.store, "PyPTO-Pro store out of L0C: fixpipe with phase = STPhase",
-           (*_TO_GM[:2], Operand("scale", (GM,))), ("fixpipe",), GM_COST, _to_gm), ((L0C, GM),)),
+           (*_TO_GM[:2], Operand("scale", (GM,))), GM_COST, _to_gm), ((L0C, GM),)),
     (_read("copy_l0c2ub", ops.copy_l0c2ub, "L0C -> UB of one or both AIVs (Nz -> ND, cast), on the cube's FIX pipe",
-           _TO_UB, ("move",), FIX_COST, _to_ub), ()),
+           _TO_UB, FIX_COST, _to_ub), ()),
     (_read("move_to_vec", ops.move_to_vec, "PyPTO-Pro move out of L0C into UB with phase = STPhase", _TO_UB,
-           ("move",), FIX_COST, _to_ub), ((L0C, UB),)),
+           FIX_COST, _to_ub), ((L0C, UB),)),
     (_config("set_l0c_copy_config", ops.set_l0c_copy_config,
              "fixpipe's config register; is_clean_unit_flag=True resets every unit flag to 0", Sync.UF_RESET), ()),
     (_config("set_mmad_direction", ops.set_mmad_direction, "the order the cube walks M and N (unit-flag reads)"), ()),

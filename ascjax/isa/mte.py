@@ -73,10 +73,10 @@ def _l1_faults(name):
     return faults
 
 
-def _copy(name, data, pipe, core, src, dst, summary, *, cost, cycles, sites=(), faults=None):
+def _copy(name, data, pipe, core, src, dst, summary, *, cost, cycles, faults=None):
     return Instruction(
         name, data, InstrKind.MOVE, core, pipe, summary,
-        operands=(Operand("src", src), Operand("dst", dst, write=True)), sites=sites, cost=cost, cycles=cycles,
+        operands=(Operand("src", src), Operand("dst", dst, write=True)), cost=cost, cycles=cycles,
         faults=faults,
     )  # fmt: skip
 
@@ -85,7 +85,7 @@ CUBE, VECTOR = CoreKind.CUBE, CoreKind.VECTOR
 #: (instruction, the pl paths (src, dst) it serves)
 INSTRUCTIONS = (
     (_copy("copy_gm2l1", ops.copy_gm2l1, Pipe.MTE2, CUBE, (GM,), (L1,), "a GM window into an L1 tile (ND, or ND -> Nz)",
-           cost=MTE2_COST, cycles=_gm_to_l1, sites=("copy_gm2l1", "copy_gm2l1_nd2nz"), faults=_gm2l1_faults),
+           cost=MTE2_COST, cycles=_gm_to_l1, faults=_gm2l1_faults),
      ((GM, L1),)),
     (_copy("copy_gm2l1_nd2nz", ops.copy_gm2l1_nd2nz, Pipe.MTE2, CUBE, (GM,), (L1,),
            "a GM window into an Nz L1 tile", cost=MTE2_COST, cycles=_gm_to_l1, faults=_gm2l1_faults), ()),
@@ -109,5 +109,5 @@ INSTRUCTIONS = (
     (_copy("insert", ops.copy_ub2l1, Pipe.MTE3, VECTOR, (UB,), (L1,), "TINSERT: a UB tile into an L1 tile, ND -> Nz",
            cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1), ((UB, L1),)),
     (_copy("copy_ub2l1", ops.copy_ub2l1, Pipe.MTE3, VECTOR, (UB,), (L1,), "a UB tile into an L1 tile, ND -> Nz",
-           cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1, sites=("insert",)), ()),
+           cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1), ()),
 )  # fmt: skip

@@ -30,20 +30,19 @@ def _priced(ins: tuple, transcendental: bool):
     return cycles
 
 
-def _vector(name, data, summary, ins, *, bound=(), sites=()):
+def _vector(name, data, summary, ins, *, bound=()):
     transcendental = bool(bound) and bound[0] in ops.vector.TRANSCENDENTAL
     return Instruction(
         name, data, InstrKind.VECTOR, CoreKind.VECTOR, Pipe.V, summary,
-        operands=(OUT, *(Operand(p, UB) for p in ins)), bound=bound, sites=sites,
+        operands=(OUT, *(Operand(p, UB) for p in ins)), bound=bound,
         cost=SLOW_COST if transcendental else FAST_COST, cycles=_priced(ins, transcendental),
     )  # fmt: skip
 
 
 _BINARY = [
-    _vector(k, ops.binary, f"out = lhs {k} rhs elementwise (rhs a tile or a scalar)", ("lhs", "rhs"), bound=(k,),
-            sites=(k, k + "s"))
+    _vector(k, ops.binary, f"out = lhs {k} rhs elementwise (rhs a tile or a scalar)", ("lhs", "rhs"), bound=(k,))
     for k in ops.vector.BINARY
-]  # fmt: skip
+]
 _UNARY = [_vector(k, ops.unary, f"out = {k}(src) elementwise", ("src",), bound=(k,)) for k in ops.vector.UNARY]
 _REDUCE = [
     _vector(f"{axis}_{k}", fn, f"the {axis} {k} of src into a {shape} tile", ("src",), bound=(k,))

@@ -1,38 +1,22 @@
 """``set_cross_core`` / ``wait_cross_core``: events between the cube core and the vector cores (seed 002).
 
-A set adds a signal to the cells its ``sync_mode`` routes it to (see ``ascjax.cross_core``);
-a wait needs a signal in each of its cells, consumes them and is ordered after the sets
-(a happens-before edge). An unsatisfied wait blocks its pipe (A2/A3: every pipe of its core)
-for the rest of the run in issue order; the report then calls it a deadlock. A set into an
-id that still holds ``chip.cross_core_max_count`` signals is a ``SYNC_ERROR``, so is a wait
-that finds its id set under another mode.
+A set adds a signal to the counters its ``sync_mode`` routes it to; a wait needs a signal in
+each of its counters, consumes them and is ordered after the sets. An unsatisfied wait blocks
+its pipe (A2/A3: every pipe of its core). The counters and the waits are the control plane's
+(``ascjax.engine``): these data functions check an issue's static rules (the pipe, the mode on
+this chip and core, ``peer``, a static event id in range) and compute nothing.
 """
 
 from __future__ import annotations
 
-import equinox as eqx
-import jax.numpy as jnp
-
-from .. import hazards, indexed, sites, timing
-from ..core import (
-    AIC,
-    AIC_PIPES,
-    AIV_PIPES,
-    CORE_NAMES,
-    N_PIPES,
-    SYNC_CROSS_MODE,
-    SYNC_CROSS_PENDING,
-    SYNC_EVENT_RANGE,
-    Pipe,
-    Verdict,
-)
-from ..cross_core import SyncMode, routes, wait_cells
-from ..state import WARN_SET_PIPE, State, WaitKind
-from ._machine import block, clock_op, core_of, event_id_int, fail, hint_release, issue, warn
+from ..core import AIC, AIC_PIPES, AIV_PIPES, CORE_NAMES, Pipe, SyncMode
+from ..state import State
+from ._machine import core_of, event_id_int
 from .move import _need
 
 
-def _check(state: State, what: str, pipe, event_id, sync_mode, core: int, peer: int | None):
+def _check(state: State, what: str, pipe, event_id, sync_mode, core: int, peer: int | None) -> None:
+    """The static rules of a cross-core set or wait issued on ``core``."""
     pipe = Pipe.parse(pipe)
     mode = SyncMode.parse(sync_mode)
     chip = state.chip
@@ -66,40 +50,6 @@ def _check(state: State, what: str, pipe, event_id, sync_mode, core: int, peer: 
     n = chip.cross_event_ids
     if ev is not None:
         _need(0 <= ev < n, f"rule 'event id range': {where}: event_id {ev} is outside [0, {n})")
-    return pipe, mode, peer or 0
-
-
-def _event(state: State, active, op, pipe, core, event_id):
-    n = state.chip.cross_event_ids
-    ev = jnp.asarray(event_id, jnp.int32)
-    ok = (ev >= 0) & (ev < n)
-    state = fail(state, active & ~ok, Verdict.SYNC_ERROR, op, pipe, a=SYNC_EVENT_RANGE, b=ev, c=n, core=core)
-    return state, ok, jnp.clip(ev, 0, n - 1)
-
-
-def _begin(state: State, what: str, pipe, event_id, sync_mode, sub, peer, when):
-    """Check and issue a set or wait: (state, core, pipe, mode, peer, op id, safe event id, whether it runs)."""
-    core = core_of(sub)
-    pipe, mode, peer_i = _check(state, what, pipe, event_id, sync_mode, core, peer)
-    op = sites.register(what, pipe, f"event {event_id} {mode.name}", core=core)
-    state, active = issue(state, pipe, core, data=False)
-    active = active & jnp.asarray(when)
-    state, ok, ev = _event(state, active, op, pipe, core, event_id)
-    return state, core, pipe, mode, peer_i, op, ev, active & ok
-
-
-def _stats(xc, core, ev, run, pipe: Pipe, mode: SyncMode, counter: str, pipes: str):
-    """Count an executed set or wait per (core, id), with its pipe and mode bits."""
-
-    def set_bit(arr, bit):
-        return indexed.put(arr, (core, ev), indexed.get(arr, (core, ev)) | jnp.where(run, 1 << bit, 0))
-
-    updates = {
-        counter: indexed.add(getattr(xc, counter), (core, ev), run.astype(jnp.int32)),
-        pipes: set_bit(getattr(xc, pipes), int(pipe)),
-        "modes": set_bit(xc.modes, int(mode)),
-    }
-    return eqx.tree_at(lambda x: [getattr(x, k) for k in updates], xc, list(updates.values()))
 
 
 def set_cross_core(
@@ -111,51 +61,8 @@ def set_cross_core(
     ``UNICAST_BLOCK`` set names its AIV with ``peer``. ``when`` (traced allowed) makes the set
     conditional: False skips it.
     """
-    if state.data_only:  # the data plane: the static checks are all a sync instruction has
-        _check(state, "set_cross_core", pipe, event_id, sync_mode, core_of(sub), peer)
-        return state
-    state, core, pipe, mode, peer_i, op, ev, run = _begin(
-        state, "set_cross_core", pipe, event_id, sync_mode, sub, peer, when
-    )
-    log = state.issue_log
-    state = warn(state, run & (log.data_pipe[core] >= 0) & (log.data_pipe[core] != int(pipe)), WARN_SET_PIPE, op)
-    state, _, set_at = clock_op(state, pipe, op, run, 0.0, core=core)
-    own = hazards.clock(state, core, pipe)
-    cap = state.chip.cross_core_max_count
-    for recv, send in routes(mode, core, peer_i):
-        xc = state.xc
-        cell = (recv, send, ev)
-        full = xc.count[cell] >= cap
-        state = fail(
-            state, run & full, Verdict.SYNC_ERROR, op, pipe, a=SYNC_CROSS_PENDING, b=ev, c=xc.count[cell], d=recv,
-            e=xc.set_op[cell], core=core,
-        )  # fmt: skip
-        w = state.wait
-        pipes = slice(hazards.gpipe(recv, 0), hazards.gpipe(recv, 0) + N_PIPES)
-        waiting = (w.kind[pipes] == WaitKind.CROSS_CORE) & (w.count[pipes] == ev) & w.blocked[pipes]
-        wrong_mode = waiting & (w.value[pipes] != int(mode))
-        which = jnp.argmax(wrong_mode)  # dated at the wait, so it is reported instead of that wait's deadlock
-        state = fail(
-            state, run & jnp.any(wrong_mode), Verdict.SYNC_ERROR, op, pipe, a=SYNC_CROSS_MODE, b=ev, c=int(mode),
-            d=w.value[pipes][which], e=w.op[pipes][which], core=core, seq=w.seq[pipes][which],
-        )  # fmt: skip
-        releases = jnp.zeros_like(w.blocked).at[pipes].set(waiting & ~wrong_mode)
-        state = hint_release(state, run & releases, op)
-        xc = state.xc
-        xc = eqx.tree_at(
-            lambda x: (x.count, x.mode, x.set_op, x.vc),
-            xc,
-            (
-                indexed.add(xc.count, cell, run.astype(jnp.int32)),
-                indexed.put(xc.mode, cell, int(mode), run),
-                indexed.put(xc.set_op, cell, op, run),
-                indexed.put(xc.vc, cell, jnp.maximum(indexed.get(xc.vc, cell), own), run),
-            ),
-        )
-        xc_t = indexed.put(state.time.xc_t, cell, set_at, run)
-        state = eqx.tree_at(lambda s: (s.xc, s.time.xc_t), state, (xc, xc_t))
-    xc = _stats(state.xc, core, ev, run, pipe, mode, "n_set", "set_pipes")
-    return eqx.tree_at(lambda s: s.xc, state, xc)
+    _check(state, "set_cross_core", pipe, event_id, sync_mode, core_of(sub), peer)
+    return state
 
 
 def wait_cross_core(
@@ -167,65 +74,5 @@ def wait_cross_core(
     pipe of its core, on 950 only ``pipe``: later ops on other pipes are not ordered after it.
     ``when`` (traced allowed) makes the wait conditional (e.g. Engram's cold start).
     """
-    if state.data_only:  # the data plane: the static checks are all a sync instruction has
-        _check(state, "wait_cross_core", pipe, event_id, sync_mode, core_of(sub), peer)
-        return state
-    state, core, pipe, mode, peer_i, op, ev, run = _begin(
-        state, "wait_cross_core", pipe, event_id, sync_mode, sub, peer, when
-    )
-    xc = state.xc
-    cells = wait_cells(mode, core, peer_i)
-    have = [xc.count[(r, s, ev)] > 0 for r, s in cells]
-    satisfied = jnp.all(jnp.stack(have))
-    for (r, s), h in zip(cells, have):
-        other = h & (xc.mode[(r, s, ev)] != int(mode))
-        state = fail(
-            state, run & other, Verdict.SYNC_ERROR, op, pipe, a=SYNC_CROSS_MODE, b=ev, c=int(mode),
-            d=xc.mode[(r, s, ev)], e=xc.set_op[(r, s, ev)], core=core,
-        )  # fmt: skip
-    last_set = xc.set_op[(*cells[0], ev)]
-    if len(cells) > 1:  # name the sender still missing
-        last_set = jnp.where(have[0], xc.set_op[(*cells[1], ev)], last_set)
-    everywhere = state.chip.cross_core_wait_blocks_core
-    state = block(
-        state,
-        run & ~satisfied,
-        pipe,
-        op,
-        WaitKind.CROSS_CORE,
-        int(mode),
-        lo=cells[0][1],
-        hi=cells[-1][1],
-        count=ev,
-        last_op=last_set,
-        core=core,
-        all_pipes=everywhere,
-    )
-    take = run & satisfied
-    signal = jnp.max(jnp.stack([xc.vc[(r, s, ev)] for r, s in cells]), axis=0)
-    ready = jnp.max(jnp.stack([state.time.xc_t[(r, s, ev)] for r, s in cells])) + state.costs.cross_core_latency_cycles
-    count = xc.count
-    for r, s in cells:
-        count = indexed.add(count, (r, s, ev), -take.astype(jnp.int32))
-    state = eqx.tree_at(lambda st: st.xc.count, state, count)
-    held = tuple(AIC_PIPES if core == AIC else AIV_PIPES) if everywhere else (pipe,)
-    for p in held:  # the wait holds these pipes until the signal arrives
-        state = hazards.join(state, core, p, signal, when=take)
-        if p is not pipe:
-            g = hazards.gpipe(core, p)
-            pipe_t = indexed.put(state.time.pipe_t, g, jnp.maximum(state.time.pipe_t[g], ready), take)
-            state = eqx.tree_at(lambda st: st.time.pipe_t, state, pipe_t)
-    state, _, _ = clock_op(
-        state, pipe, op, take, 0.0, ready, timing.REASON_CROSS_CORE, xc.set_op[(*cells[0], ev)], core=core
-    )
-    log = state.issue_log
-    state = eqx.tree_at(
-        lambda st: (st.issue_log.wait_op, st.issue_log.wait_pipe),
-        state,
-        (
-            indexed.put(log.wait_op, core, op, take),
-            indexed.put(log.wait_pipe, core, int(pipe), take),
-        ),
-    )
-    xc = _stats(state.xc, core, ev, take, pipe, mode, "n_wait", "wait_pipes")
-    return eqx.tree_at(lambda st: st.xc, state, xc)
+    _check(state, "wait_cross_core", pipe, event_id, sync_mode, core_of(sub), peer)
+    return state

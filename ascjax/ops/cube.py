@@ -7,25 +7,21 @@ from __future__ import annotations
 
 import functools
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from .. import dtypes, granules, hazards, sites, timing
+from .. import dtypes
 from ..chip import CHIPS
-from ..core import AIC, BOUNDS_WHAT, SMALL_TILE, Buffer, Finding, Format, Pipe, Verdict
-from ..engine import Fault, mmad_cycles
+from ..core import BOUNDS_WHAT, Buffer, Finding, Format
+from ..engine import Fault
 from ..formats import mx as mx_format
 from ..formats import values
 from ..layout import FRACTAL_ROWS, from_fractal, to_fractal
 from ..memory import Tile
 from ..state import State
-from . import unit_flag
-from ._machine import clock_op, fail, issue, outside, static_int, touch_tile
-from .fixpipe import MMAD_DIRECTION_M
+from ._machine import outside, racy_read, static_int
 from .move import _expect, _need, write_tile
-from .unit_flag import block_window, handshake, mode_value, region_mask
+from .unit_flag import mode_value
 
 
 def _ceil16(x):
@@ -144,13 +140,7 @@ def mmad(
             "mmad with an explicit bias tile initialises C from it: leave c_matrix_source / c_matrix_init_val unset",
         )
     c_dtype = check_dtypes(chip, a, b, c, bias, mx=mx is not None)
-    mode = mode_value(unit_flag_mode, writer=True)
-    product = f"{a} x {b}" if mx is None else f"({mx[0]} ⊗ {a}) x ({mx[1]} ⊗ {b})"
-    op = sites.register(
-        "mmad" if mx is None else "mmad_mx",
-        Pipe.M,
-        f"{c} = {product}" + (f" + bias {bias}" if bias is not None else ""),
-    )
+    mode_value(unit_flag_mode, writer=True)  # a phase of the other side is refused; the flag is the control plane's
 
     # static checks of the valid sizes where they are known at trace time
     limits = mmad_limits(chip, c, a, b)
@@ -183,38 +173,11 @@ def mmad(
             bt_tile.dtype == c_dtype, f"rule 'bias dtype': the bias must be {c_dtype}, but {bt_tile} is {bt_tile.dtype}"
         )
 
-    state, active = issue(state, Pipe.M)
-    runs = active & (jnp.asarray(m) > 0) & (jnp.asarray(k) > 0) & (jnp.asarray(n) > 0)
+    # a traced size outside its tile (or a GEMV layout the A tile does not hold) runs nothing: a finding
+    execute = (jnp.asarray(m) > 0) & (jnp.asarray(k) > 0) & (jnp.asarray(n) > 0)
     for f in mmad_faults(chip, c, a, b, m, k, n, disable_gemv, k_direction_align):
-        state = fail(state, active & f.bad, Verdict[f.kind.name], op, Pipe.M, a=f.value, b=f.limit, c=f.what)
-        runs = runs & ~jnp.asarray(f.bad)
-
+        execute = execute & ~jnp.asarray(f.bad)
     m_pad, n_pad = _ceil16(jnp.asarray(m)), _ceil16(jnp.asarray(n))
-    mask = region_mask(c, chip, 0, m_pad, 0, n_pad)
-    state, execute = handshake(state, runs, op, Pipe.M, mask, mode, want=0, window=block_window(c, state.chip))
-
-    # accesses: A (m x k), B (k x n), the bias row or C's old contents are read; C's padded region written
-    state, racy_a = touch_tile(
-        state, a, Pipe.M, op, write=False, active=execute, rows=1 if a.fmt is Format.ND else m, cols=k
-    )
-    state, racy_b = touch_tile(state, b, Pipe.M, op, write=False, active=execute, rows=k, cols=n)
-    racy = racy_a | racy_b
-    for scale in mx or ():
-        state, racy_s = touch_tile(state, scale, Pipe.M, op, write=False, active=execute)
-        racy = racy | racy_s
-    from_bt = jnp.asarray(False)
-    if bt_tile is not None:
-        from_bt = (
-            jnp.asarray(True) if bias is not None else jnp.asarray(c_matrix_source) & ~jnp.asarray(c_matrix_init_val)
-        )
-        state, racy_bias = touch_tile(state, bt_tile, Pipe.M, op, write=False, active=execute & from_bt, cols=n)
-        racy = racy | racy_bias
-    reads_c = ~jnp.asarray(c_matrix_init_val) & ~from_bt if bias is None else jnp.asarray(False)
-    state = _small_tile_rule(state, c, op, execute & reads_c, m_pad, n_pad)
-    state, racy_c = touch_tile(state, c, Pipe.M, op, write=False, active=execute & reads_c, rows=m_pad, cols=n_pad)
-    state, _ = touch_tile(state, c, Pipe.M, op, write=True, active=execute, rows=m_pad, cols=n_pad)
-    racy = racy | racy_c
-    state = _clock_mmad(state, c, a, op, execute, mode, mask, m, k, n, m_pad, n_pad, mx is not None)
 
     # the product over C's padded shape; K beyond the valid k never contributes
     mc, nc = c.padded
@@ -252,7 +215,7 @@ def mmad(
         result = _saturating_add(init, prod)
     region = (jnp.arange(mc)[:, None] < m_pad) & (jnp.arange(nc)[None, :] < n_pad)
     c_new = jnp.where(region, result, c_old)
-    return write_tile(state, c, to_fractal(c_new, Format.NZ, 16), execute, racy)
+    return write_tile(state, c, to_fractal(c_new, Format.NZ, 16), execute, racy_read())
 
 
 def _mx_product(state: State, mx: tuple[Tile, Tile], a_nd, b_nd):
@@ -271,66 +234,3 @@ def _mx_product(state: State, mx: tuple[Tile, Tile], a_nd, b_nd):
     sa = fit(mx_format.scale_codes(from_fractal(state.tile(scale_a), Format.ZZ)), mc, kb)
     sb = fit(mx_format.scale_codes(from_fractal(state.tile(scale_b), Format.NN)), kb, nc)
     return mx_format.block_scaled_dot(a_nd, b_nd, sa, sb)
-
-
-def _clock_mmad(
-    state: State, c: Tile, a: Tile, op: int, execute, mode, mask, m, k, n, m_pad, n_pad, mx: bool = False
-) -> State:
-    """Cycle cost of an mmad and, with UPDATE, when each C fractal's flag flips (in compute order)."""
-    if state.data_only:
-        return state
-    costs = state.costs
-    t = state.time
-    enabled = mode != 0
-    waited = jnp.max(jnp.where(mask, t.uf_t, 0.0)) + costs.unit_flag_latency_cycles
-    ready = jnp.where(enabled, waited, 0.0)
-    rate = costs.cube_macs_per_cycle[timing.cube_class(a.dtype, mx)]
-    cube = mmad_cycles(costs, a.dtype, dtypes.k0(a.dtype), m, k, n, mx=mx)
-    prev = t.pipe_t[hazards.gpipe(AIC, Pipe.M)]
-    head = jnp.where(jnp.maximum(prev, ready) == t.mmad_end, 0.0, costs.mmad_head_cycles)  # pipelined behind the last
-    state, start, end = clock_op(state, Pipe.M, op, execute, head + cube, ready, timing.REASON_UNIT_FLAG)
-    state = eqx.tree_at(lambda s: s.time.mmad_end, state, jnp.where(execute, end, state.time.mmad_end))
-    ideal = state.time.cube_ideal + jnp.where(execute, (jnp.asarray(m) * jnp.asarray(n) * jnp.asarray(k)) / rate, 0.0)
-    # fractal (n1, m1) is done after (its place in compute order + 1) fractal times: M first or N first
-    blocks = unit_flag.tile_blocks(c, state.chip)
-    n1 = np.arange(blocks.shape[0])[:, None]
-    m1 = np.arange(blocks.shape[1])[None, :]
-    m_frac, n_frac = m_pad // 16, n_pad // 16
-    order = jnp.where(state.aic.mmad_direction == MMAD_DIRECTION_M, n1 * m_frac + m1, m1 * n_frac + n1)
-    done = start + head + (order + 1) * cube / jnp.maximum(m_frac * n_frac, 1)
-    flips = execute & (mode == int(unit_flag.UnitFlagMode.ENABLE_UPDATE)) & (n1 < n_frac) & (m1 < m_frac)
-    uf_t = t.uf_t.at[blocks.reshape(-1)].set(
-        jnp.where(jnp.repeat(flips.reshape(-1), 2), jnp.repeat(done.reshape(-1), 2), t.uf_t[blocks.reshape(-1)])
-    )
-    return eqx.tree_at(lambda s: (s.time.uf_t, s.time.cube_ideal), state, (uf_t, ideal))
-
-
-def _small_tile_rule(state: State, c: Tile, op: int, accumulates, m_pad, n_pad) -> State:
-    """Accumulating into C that an earlier mmad wrote, with (m/16)*(n/16) < 10 and no PIPE_M barrier since: a race.
-
-    Above that size the cube's scheduler orders the write and the read; below it the mmads
-    overlap in the pipe (seed 004, 'synchronisation constraints').
-    """
-    if not state.options.sanitize:
-        return state
-    first, mask = granules.tile_window(c, 0, m_pad, 0, n_pad)
-    sh = jax.tree_util.tree_map(
-        lambda x: jax.lax.dynamic_slice_in_dim(x, first, mask.shape[0]), state.shadows[hazards.shadow_key(Buffer.L0C)]
-    )
-    small = (m_pad // 16) * (n_pad // 16) < 10
-    hazard = mask & (sh.w_pipe == hazards.gpipe(AIC, Pipe.M)) & (sh.w_time > state.aic.m_barrier)
-    lo = jnp.argmax(hazard)
-    hi = jnp.max(jnp.where(hazard, jnp.arange(hazard.shape[0]), -1))
-    code = state.buffer_codes.index(hazards.shadow_key(Buffer.L0C))
-    return fail(
-        state,
-        accumulates & small & jnp.any(hazard),
-        Verdict.RACE,
-        op,
-        Pipe.M,
-        a=SMALL_TILE,
-        b=sh.w_op[lo],
-        c=code,
-        d=first + lo,
-        e=first + hi,
-    )

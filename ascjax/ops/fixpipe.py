@@ -8,16 +8,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import hazards, sites, timing
-from ..core import AIC, Buffer, Finding, Format, Pipe, Verdict
-from ..engine import Fault, fix_fractal_cycles
+from ..core import Buffer, Finding, Format
+from ..engine import Fault
 from ..formats import quant
 from ..layout import from_fractal, to_fractal
 from ..memory import Tile
-from ..state import WARN_DIRECTION, State, WaitKind
-from ._machine import clock_op, fail, hint_release, issue, outside, poison, static_int, touch_gm, touch_tile, warn
+from ..state import State
+from ._machine import outside, poison, racy_read, static_int
 from .move import _expect, _need
-from .unit_flag import block_window, handshake, mode_value, region_mask, tile_blocks
+from .unit_flag import mode_value
 
 MMAD_DIRECTION_M = 0  # SetMMColumnMajor / asc_set_mmad_direction_m: M first
 MMAD_DIRECTION_N = 1  # SetMMRowMajor / asc_set_mmad_direction_n: N first
@@ -144,7 +143,7 @@ def fixpipe(
         f"fixpipe keeping Nz with an 8-bit output ({out_dtype}) merges channels into 16 x 32 fractals, which "
         "ascjax does not model: use nz2nd=True",
     )
-    mode = mode_value(unit_flag_mode, writer=False)
+    mode_value(unit_flag_mode, writer=False)  # a phase of the other side is refused; the flag is the control plane's
     m = src.rows - src_row if m is None else m
     n = src.cols - src_col if n is None else n
     _need(
@@ -157,16 +156,11 @@ def fixpipe(
         0 <= src_row and src_row + win_r <= src.padded[0] and 0 <= src_col and src_col + win_c <= src.padded[1],
         f"rule 'bounds': a {win_r}x{win_c} region at ({src_row}, {src_col}) does not fit {src}",
     )
-    op = sites.register(
-        "fixpipe", Pipe.FIX, f"{src}[{src_row}:+{m}, {src_col}:+{n}] -> {dst}" + (" (Nz)" if not nz2nd else "")
-    )
-
-    state, active = issue(state, Pipe.FIX)
-    ok = jnp.asarray(True)
+    # a traced size or offset outside its range moves nothing: the control plane's BOUNDS finding
+    execute = jnp.asarray(True)
     for f in fixpipe_faults(src, g.shape, m=m, n=n, src_row=src_row, src_col=src_col, dst_row=dst_row,
                             dst_col=dst_col, nz2nd=nz2nd):  # fmt: skip
-        state = fail(state, active & ok & f.bad, Verdict.BOUNDS, op, Pipe.FIX, a=f.value, b=f.limit, c=f.what)
-        ok = ok & ~jnp.asarray(f.bad)
+        execute = execute & ~jnp.asarray(f.bad)
     if nz2nd:
         _need(g.ndim == 2, f"fixpipe with nz2nd writes a 2-D GM tensor, {dst!r} has shape {g.shape}")
         if all(static_int(v) is not None for v in (m, n, dst_row, dst_col)):
@@ -189,25 +183,7 @@ def fixpipe(
         )
         win_r, win_c = want[1] * 16, want[0] * 16  # whole fractals, padding included
 
-    # unit flag on: the mmad must compute in the order the fixpipe reads (N first for NZ2ND)
-    wanted_direction = MMAD_DIRECTION_N if nz2nd else MMAD_DIRECTION_M
-    state = warn(state, active & (mode != 0) & (state.aic.mmad_direction != wanted_direction), WARN_DIRECTION, op)
-
-    mask = region_mask(src, state.chip, src_row, m, src_col, n)
-    state, execute = handshake(
-        state, active & ok, op, Pipe.FIX, mask, mode, want=1, window=block_window(src, state.chip)
-    )
-    state = _clock_fixpipe(state, src, op, execute, mode, nz2nd, src_row, m, src_col, n, out_dtype)
-
-    state, racy = touch_tile(
-        state, src, Pipe.FIX, op, write=False, active=execute, row0=src_row, rows=m, col0=src_col, cols=n
-    )
-    if nz2nd:
-        state, _ = touch_gm(
-            state, dst, Pipe.FIX, op, write=True, active=execute, row0=dst_row, rows=m, col0=dst_col, cols=n
-        )
-    else:
-        state, _ = touch_gm(state, dst, Pipe.FIX, op, write=True, active=execute)
+    racy = racy_read()
     data = from_fractal(state.tile(src), Format.NZ)[src_row : src_row + win_r, src_col : src_col + win_c]
     if scale_kind == "channel":  # scale j applies to output column j of the region
         limit = static_int(n) if static_int(n) is not None else win_c
@@ -250,76 +226,21 @@ def fixpipe(
     return state.mark_gm(dst, written, atomic) if track else state
 
 
-def _clock_fixpipe(state: State, src, op: int, execute, mode, nz2nd, row0, m, col0, n, out_dtype) -> State:
-    """Drain the region fractal by fractal in read order (NZ2ND: along N; Nz kept: along M).
-
-    With the unit flag on, a fractal is drained no earlier than its flag flip (plus the
-    handshake latency), so the drain overlaps the mmad when the mmad computes in the same
-    order; without it the fixpipe starts when its pipe (and its software sync) allows.
-    """
-    if state.data_only:
-        return state
-    costs = state.costs
-    blocks = tile_blocks(src, state.chip)
-    n1 = np.arange(blocks.shape[0])[:, None]
-    m1 = np.arange(blocks.shape[1])[None, :]
-    present = (m1 * 16 < row0 + m) & (m1 * 16 + 16 > row0) & (n1 * 16 < col0 + n) & (n1 * 16 + 16 > col0)
-    present = present & (jnp.asarray(m) > 0) & (jnp.asarray(n) > 0)
-    flipped = jnp.maximum(state.time.uf_t[blocks[..., 0]], state.time.uf_t[blocks[..., 1]])
-    ready = jnp.where(mode != 0, flipped + costs.unit_flag_latency_cycles, 0.0)
-    if nz2nd:  # read row of fractals by row of fractals
-        present, ready, ids = present.T, ready.T, jnp.transpose(jnp.asarray(blocks), (1, 0, 2))
-    else:
-        ids = blocks
-    present, ready, ids = present.reshape(-1), ready.reshape(-1), ids.reshape(-1, 2)
-    per_fractal = fix_fractal_cycles(costs, out_dtype)
-    prev = state.time.pipe_t[hazards.gpipe(AIC, Pipe.FIX)]
-    first_ready = jnp.max(jnp.where(jnp.arange(present.shape[0]) == jnp.argmax(present), ready, -jnp.inf))
-    start = jnp.maximum(prev, first_ready)
-    finish = timing.drain(start, ready, present, per_fractal)
-    end = jnp.max(jnp.where(present, finish, start)) + costs.gm_write_latency_cycles
-    state, _, _ = clock_op(state, Pipe.FIX, op, execute, end - start, first_ready, timing.REASON_UNIT_FLAG)
-    flips = execute & present & (mode == 3)
-    uf_t = state.time.uf_t
-    for half in (0, 1):
-        uf_t = uf_t.at[ids[:, half]].set(jnp.where(flips, finish, uf_t[ids[:, half]]))
-    return eqx.tree_at(lambda s: s.time.uf_t, state, uf_t)
-
-
 def set_l0c_copy_config(
     state: State, *, relu_pre_addr: int = 0, quant_pre_addr: int = 0, is_clean_unit_flag: bool = False
 ) -> State:
-    """``asc_set_l0c_copy_config`` / ``SetFixPipeConfig``: with ``is_clean_unit_flag`` every L0C unit flag is reset to 0."""
-    op = sites.register("set_l0c_copy_config", Pipe.S, f"is_clean_unit_flag={is_clean_unit_flag}")
-    if state.data_only:  # unit flags are the control plane's
-        return state
-    state, active = issue(state, Pipe.S)
-    state, _, _ = clock_op(state, Pipe.S, op, active, state.costs.scalar_cycles)
-    clean = active & jnp.asarray(is_clean_unit_flag)
-    w = state.wait
-    releases = clean & (w.kind == WaitKind.UNIT_FLAG) & (w.value == 0)
-    state = hint_release(state, releases, op)
-    flags = jnp.where(clean, 0, state.aic.unit_flag)
-    if state.options.sanitize:  # an mmad waiting for 0 after the reset is ordered after it
-        own = hazards.clock(state, AIC, Pipe.S)
-        uf_vc = jnp.where(clean, jnp.maximum(state.aic.uf_vc, own[None, :]), state.aic.uf_vc)
-        state = eqx.tree_at(lambda s: s.aic.uf_vc, state, uf_vc)
-    return eqx.tree_at(lambda s: s.aic.unit_flag, state, flags)
+    """``asc_set_l0c_copy_config`` / ``SetFixPipeConfig``: with ``is_clean_unit_flag`` every L0C unit flag is reset
+    to 0 (the unit flags are the control plane's: this data function computes nothing)."""
+    return state
 
 
 def set_mmad_direction(state: State, direction: str) -> State:
     """``asc_set_mmad_direction_m`` ("m": M first, SetMMColumnMajor) or ``_n`` ("n": N first, SetMMRowMajor)."""
     value = {"m": MMAD_DIRECTION_M, "n": MMAD_DIRECTION_N}.get(str(direction).lower())
     _need(value is not None, f"mmad direction is 'm' (M first) or 'n' (N first), got {direction!r}")
-    sites.register("set_mmad_direction", Pipe.S, f"direction={direction}")
-    state, active = issue(state, Pipe.S)
-    return eqx.tree_at(lambda s: s.aic.mmad_direction, state, jnp.where(active, value, state.aic.mmad_direction))
+    return eqx.tree_at(lambda s: s.aic.mmad_direction, state, jnp.asarray(value, jnp.int32))
 
 
 def set_ctrl_saturation(state: State, saturating: bool = True) -> State:
     """CTRL[48] via ``asc_set_ctrl``: saturation mode (inf -> +-max, NaN -> 0) or not (inf/NaN propagate)."""
-    sites.register("set_ctrl_saturation", Pipe.S, f"saturating={saturating}")
-    state, active = issue(state, Pipe.S)
-    return eqx.tree_at(
-        lambda s: s.aic.saturation, state, jnp.where(active, jnp.asarray(saturating), state.aic.saturation)
-    )
+    return eqx.tree_at(lambda s: s.aic.saturation, state, jnp.asarray(saturating, bool))

@@ -14,16 +14,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import sites
-from ..core import Buffer, Format, Pipe
+from ..core import Buffer, Format
 from ..formats import mx
 from ..layout import fractal_unit, from_fractal, to_fractal
 from ..memory import MX_SCALE_DTYPE, Tile
 from ..state import State
-from ._machine import clock_op, issue, static_int, touch_tile
+from ._machine import racy_read, static_int
 from .cube import mmad
 from .move import _expect, _need, checked_offsets, write_tile
-from .pypto import _auto_set, _no_phase
 
 _ALIGN = {"MXFP8": 1024, "MXFP4": 512}  # A/B start addresses of an MmadMx [asc-devkit MmadMx.md]
 
@@ -133,7 +131,7 @@ def mmad_mx(
 
 def matmul_mx(state: State, dst: Tile, lhs: Tile, rhs: Tile, scale_a: Tile, scale_b: Tile, *, phase=None) -> State:
     """``pl.matmul_mx``: dst = (scale_a ⊗ lhs) x (scale_b ⊗ rhs), sizes from the tiles; overwrites dst."""
-    state = mmad_mx(
+    return mmad_mx(
         state,
         dst,
         lhs,
@@ -146,7 +144,6 @@ def matmul_mx(state: State, dst: Tile, lhs: Tile, rhs: Tile, scale_a: Tile, scal
         unit_flag_mode=phase,
         c_matrix_init_val=True,
     )
-    return _auto_set(state, dst, lhs.rows, rhs.cols, _no_phase(phase))
 
 
 def matmul_mx_acc(
@@ -154,8 +151,7 @@ def matmul_mx_acc(
 ) -> State:
     """``pl.matmul_mx_acc``: dst = acc + (scale_a ⊗ lhs) x (scale_b ⊗ rhs) (``acc`` must be ``dst``)."""
     _need(acc == dst, f"matmul_mx_acc accumulates in place: acc {acc} must be dst {dst}")
-    state = mmad_mx(state, dst, lhs, rhs, scale_a, scale_b, lhs.rows, lhs.cols, rhs.cols, unit_flag_mode=phase)
-    return _auto_set(state, dst, lhs.rows, rhs.cols, _no_phase(phase))
+    return mmad_mx(state, dst, lhs, rhs, scale_a, scale_b, lhs.rows, lhs.cols, rhs.cols, unit_flag_mode=phase)
 
 
 def copy_l12scale(state: State, dst: Tile, src: Tile, *, row=0, col=0) -> State:
@@ -175,8 +171,6 @@ def copy_l12scale(state: State, dst: Tile, src: Tile, *, row=0, col=0) -> State:
         f"copy_l12scale is a plain copy: {dst} holds {dst.fmt}, so the L1 tile must too, got {src}; allocate it "
         f"with fmt='{dst.fmt}' (copy_gm2l1 converts ND scales into it)",
     )
-    op = sites.register("copy_l12scale", Pipe.MTE1, f"{src} -> {dst}")
-    state, active = issue(state, Pipe.MTE1)
     src_nd = from_fractal(state.tile(src), src.fmt)
     rows, cols = dst.padded
     _need(
@@ -184,20 +178,6 @@ def copy_l12scale(state: State, dst: Tile, src: Tile, *, row=0, col=0) -> State:
         f"rule 'bounds': {dst} (padded {rows}x{cols}) does not fit in {src} (padded {src_nd.shape[0]}x{src_nd.shape[1]})",
     )
     unit_r, unit_c = fractal_unit(src.fmt, src.c0)
-    state, ok = checked_offsets(
-        state,
-        active,
-        op,
-        Pipe.MTE1,
-        (row, col),
-        (src_nd.shape[0] - rows, src_nd.shape[1] - cols),
-        (unit_r, unit_c),
-    )
-    execute = active & ok
-    state, racy = touch_tile(
-        state, src, Pipe.MTE1, op, write=False, active=execute, row0=row, rows=rows, col0=col, cols=cols
-    )
-    state, _ = touch_tile(state, dst, Pipe.MTE1, op, write=True, active=execute)
+    execute = checked_offsets((row, col), (src_nd.shape[0] - rows, src_nd.shape[1] - cols), (unit_r, unit_c))
     window = jax.lax.dynamic_slice(src_nd, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
-    state, _, _ = clock_op(state, Pipe.MTE1, op, execute, dst.nbytes / state.costs.l1_to_scale_bytes_per_cycle)
-    return write_tile(state, dst, to_fractal(window, dst.fmt, dst.c0), execute, racy)
+    return write_tile(state, dst, to_fractal(window, dst.fmt, dst.c0), execute, racy_read())

@@ -5,13 +5,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import sites
-from ..core import BOUNDS_WHAT, Buffer, Finding, Format, Pipe, Verdict
-from ..engine import Fault, transfer_cycles
+from ..core import BOUNDS_WHAT, Buffer, Finding, Format
+from ..engine import Fault
 from ..layout import from_fractal, pad_to, to_fractal
 from ..memory import Tile
 from ..state import State
-from ._machine import clock_op, fail, issue, poison, static_int, touch_gm, touch_tile
+from ._machine import poison, racy_read, static_int
 
 
 def _need(cond: bool, message: str) -> None:
@@ -26,7 +25,7 @@ def _expect(tile: Tile, buffers, what: str) -> None:
 
 
 def write_tile(state: State, tile: Tile, phys, execute, racy=False) -> State:
-    """Store ``phys`` into ``tile`` if the op executes (a blocked or failing op writes nothing)."""
+    """Store ``phys`` into ``tile`` if the op executes (an op whose traced operand faults writes nothing)."""
     phys = poison(phys.astype(tile.np_dtype), racy, state.options)
     return state.with_tile(tile, jnp.where(execute, phys, state.tile(tile)))
 
@@ -46,8 +45,9 @@ def offset_faults(offsets, limits, units) -> list[Fault]:
     return out
 
 
-def checked_offsets(state, active, op, pipe, offsets, limits, units):
-    """BOUNDS/alignment check of (possibly traced) offsets; returns the state and the ok bit."""
+def checked_offsets(offsets, limits, units):
+    """Bounds and alignment of (possibly traced) offsets: a static one is checked here, a traced one gives the ok
+    bit (an offset out of range is the control plane's BOUNDS finding, and the op moves nothing)."""
     for value, limit, unit, what in zip(offsets, limits, units, OFFSET_WHATS):
         v = static_int(value)
         if v is not None:
@@ -55,9 +55,8 @@ def checked_offsets(state, active, op, pipe, offsets, limits, units):
             _need(v % unit == 0, f"rule 'fractal alignment': {BOUNDS_WHAT[what]} {v} is not a multiple of {unit}")
     ok = jnp.asarray(True)
     for f in offset_faults(offsets, limits, units):
-        state = fail(state, active & f.bad, Verdict.BOUNDS, op, pipe, a=f.value, b=f.limit, c=f.what)
         ok = ok & ~f.bad
-    return state, ok
+    return ok
 
 
 def gm2l1_window(dst: Tile, gm_shape, *, row=0, col=0, rows=None, cols=None, dst_row=0, dst_col=0):
@@ -114,30 +113,13 @@ def copy_gm2l1(
         dst_row % unit_r == 0 and dst_col % unit_c == 0,
         f"rule 'fractal alignment': destination offset ({dst_row}, {dst_col}) of {dst} must be a multiple of ({unit_r}, {unit_c})",
     )
-    op = sites.register(
-        "copy_gm2l1" + ("_nd2nz" if dst.fmt is Format.NZ else ""),
-        Pipe.MTE2,
-        f"{src}[{row}:+{rows}, {col}:+{cols}] -> {dst}",
-    )
-    state, active = issue(state, Pipe.MTE2)
-    offsets = gm2l1_window(dst, g.shape, row=row, col=col, rows=rows, cols=cols)
-    state, ok = checked_offsets(state, active, op, Pipe.MTE2, *offsets)
+    execute = checked_offsets(*gm2l1_window(dst, g.shape, row=row, col=col, rows=rows, cols=cols))
     window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
     nd = from_fractal(state.tile(dst), dst.fmt)
     span_c = min(-(-cols // unit_c) * unit_c, nd.shape[1] - dst_col)  # nd2nz pads each row to 32 B
-    execute = active & ok
-    state, racy = touch_gm(
-        state, src, Pipe.MTE2, op, write=False, active=execute, row0=row, rows=rows, col0=col, cols=cols
-    )
-    state, _ = touch_tile(
-        state, dst, Pipe.MTE2, op, write=True, active=execute, row0=dst_row, rows=rows, col0=dst_col, cols=span_c
-    )
     window = pad_to(window, rows, span_c)
     nd = jax.lax.dynamic_update_slice(nd, window.astype(nd.dtype), (dst_row, dst_col))
-    nbytes = rows * cols * g.dtype.itemsize
-    cost = transfer_cycles(nbytes, state.costs.mte2_bytes_per_cycle, state.costs.gm_read_latency_cycles)
-    state, _, _ = clock_op(state, Pipe.MTE2, op, execute, cost)
-    return write_tile(state, dst, to_fractal(nd, dst.fmt, dst.c0), execute, racy)
+    return write_tile(state, dst, to_fractal(nd, dst.fmt, dst.c0), execute, racy_read())
 
 
 def copy_gm2l1_nd2nz(state: State, dst: Tile, src: str, **kwargs) -> State:
@@ -146,8 +128,9 @@ def copy_gm2l1_nd2nz(state: State, dst: Tile, src: str, **kwargs) -> State:
     return copy_gm2l1(state, dst, src, **kwargs)
 
 
-def _window(state, op, pipe, active, src: Tile, shape, need, row, col):
-    """The ``shape`` window of ``src`` (as ND) at (row, col); its ``need`` top-left part must lie in ``src``.
+def _window(state, src: Tile, shape, need, row, col):
+    """(ok bit, the ``shape`` window of ``src`` (as ND) at (row, col)); its ``need`` top-left part must lie in
+    ``src``.
 
     Past ``need`` the window is destination padding: where it runs beyond ``src`` it reads zeros.
     """
@@ -156,13 +139,10 @@ def _window(state, op, pipe, active, src: Tile, shape, need, row, col):
         need[0] <= src_nd.shape[0] and need[1] <= src_nd.shape[1],
         f"rule 'bounds': a {need[0]}x{need[1]} window does not fit {src} (padded {src_nd.shape[0]}x{src_nd.shape[1]})",
     )
-    state, ok = checked_offsets(state, active, op, pipe, *l1_window(src, need, row, col))
-    state, racy = touch_tile(
-        state, src, pipe, op, write=False, active=active & ok, row0=row, rows=need[0], col0=col, cols=need[1]
-    )
+    ok = checked_offsets(*l1_window(src, need, row, col))
     src_nd = jnp.pad(src_nd, ((0, shape[0]), (0, shape[1])))  # traced offsets must never clamp
     start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
-    return state, ok, racy, jax.lax.dynamic_slice(src_nd, start, shape)
+    return ok, jax.lax.dynamic_slice(src_nd, start, shape)
 
 
 def copy_l12l0a(state: State, dst: Tile, src: Tile, *, transpose: bool = False, row=0, col=0) -> State:
@@ -179,15 +159,11 @@ def copy_l12l0a(state: State, dst: Tile, src: Tile, *, transpose: bool = False, 
         f"copy_l12l0a copies ND to ND (GEMV) or Nz to {state.chip.a_format}: got {src.fmt} -> {dst.fmt}",
     )
     _need(not (transpose and dst.fmt is Format.ND), "copy_l12l0a: transpose needs fractal tiles, not ND")
-    op = sites.register("copy_l12l0a", Pipe.MTE1, f"{src} -> {dst}" + (" transposed" if transpose else ""))
-    state, active = issue(state, Pipe.MTE1)
     rp, cp = dst.padded
     shape, need = ((cp, rp), (dst.cols, dst.rows)) if transpose else ((rp, cp), (dst.rows, dst.cols))
-    state, ok, racy, a = _window(state, op, Pipe.MTE1, active, src, shape, need, row, col)
+    ok, a = _window(state, src, shape, need, row, col)
     a = a.T if transpose else a
-    state, _ = touch_tile(state, dst, Pipe.MTE1, op, write=True, active=active & ok)
-    state, _, _ = clock_op(state, Pipe.MTE1, op, active & ok, dst.nbytes / state.costs.l1_to_l0a_bytes_per_cycle)
-    return write_tile(state, dst, to_fractal(a, dst.fmt, dst.c0), active & ok, racy)
+    return write_tile(state, dst, to_fractal(a, dst.fmt, dst.c0), ok, racy_read())
 
 
 def copy_l12l0b(state: State, dst: Tile, src: Tile, *, transpose: bool = False, row=0, col=0) -> State:
@@ -200,19 +176,13 @@ def copy_l12l0b(state: State, dst: Tile, src: Tile, *, transpose: bool = False, 
     _expect(src, Buffer.L1, "src")
     _need(src.dtype == dst.dtype, f"copy_l12l0b does not convert: {src} vs {dst}")
     _need(src.fmt is Format.NZ, f"copy_l12l0b reads an Nz L1 tile, got {src}")
-    op = sites.register("copy_l12l0b", Pipe.MTE1, f"{src} -> {dst}" + (" transposed" if transpose else ""))
-    state, active = issue(state, Pipe.MTE1)
     kp, np_ = dst.padded
     if transpose:
-        state, ok, racy, b = _window(state, op, Pipe.MTE1, active, src, (kp, np_), (dst.rows, dst.cols), row, col)
+        ok, b = _window(state, src, (kp, np_), (dst.rows, dst.cols), row, col)
     else:
-        state, ok, racy, bt = _window(state, op, Pipe.MTE1, active, src, (np_, kp), (dst.cols, dst.rows), row, col)
+        ok, bt = _window(state, src, (np_, kp), (dst.cols, dst.rows), row, col)
         b = bt.T
-    state, _ = touch_tile(state, dst, Pipe.MTE1, op, write=True, active=active & ok)
-    c = state.costs
-    bandwidth = c.l1_to_l0b_transposed_bytes_per_cycle if transpose else c.l1_to_l0b_bytes_per_cycle
-    state, _, _ = clock_op(state, Pipe.MTE1, op, active & ok, dst.nbytes / bandwidth)
-    return write_tile(state, dst, to_fractal(b, Format.ZN, dst.c0), active & ok, racy)
+    return write_tile(state, dst, to_fractal(b, Format.ZN, dst.c0), ok, racy_read())
 
 
 def copy_l12bt(state: State, dst: Tile, src: Tile, *, col=0) -> State:
@@ -225,9 +195,5 @@ def copy_l12bt(state: State, dst: Tile, src: Tile, *, col=0) -> State:
         src.dtype == dst.dtype or (src.dtype, dst.dtype) in convert,
         f"copy_l12bt converts only f16/bf16 -> float32, not {src.dtype} -> {dst.dtype}",
     )
-    op = sites.register("copy_l12bt", Pipe.MTE1, f"{src} -> {dst}")
-    state, active = issue(state, Pipe.MTE1)
-    state, ok, racy, row = _window(state, op, Pipe.MTE1, active, src, (1, dst.cols), (1, dst.cols), 0, col)
-    state, _ = touch_tile(state, dst, Pipe.MTE1, op, write=True, active=active & ok)
-    state, _, _ = clock_op(state, Pipe.MTE1, op, active & ok, dst.nbytes / state.costs.l1_to_bt_bytes_per_cycle)
-    return write_tile(state, dst, row.astype(dst.np_dtype), active & ok, racy)
+    ok, row = _window(state, src, (1, dst.cols), (1, dst.cols), 0, col)
+    return write_tile(state, dst, row.astype(dst.np_dtype), ok, racy_read())

@@ -16,16 +16,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .. import sites, timing
-from ..core import Buffer, Format, Pipe
-from ..engine import l0c_to_ub_cycles, transfer_cycles
+from ..core import Buffer, Format
 from ..layout import from_fractal, pad_to, to_fractal
 from ..memory import Tile
-from ..state import WARN_DIRECTION, State
-from ._machine import clock_op, core_of, issue, poison, touch_gm, touch_tile, warn
-from .fixpipe import MMAD_DIRECTION_N
+from ..state import State
+from ._machine import core_of, poison, racy_read
 from .move import _expect, _need, checked_offsets
-from .unit_flag import block_window, handshake, mode_value, region_mask
+from .unit_flag import mode_value
 
 
 class AccToVecMode(enum.IntEnum):
@@ -86,22 +83,11 @@ def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, sub: int) -> 
         rows <= g.shape[0] and cols <= g.shape[1],
         f"rule 'bounds': {dst} is larger than GM tensor {src!r} of shape {tuple(g.shape)}",
     )
-    core = core_of(sub)
-    op = sites.register("copy_gm2ub", Pipe.MTE2, f"{src}[{row}:+{rows}, {col}:+{cols}] -> {dst}", core=core)
-    state, active = issue(state, Pipe.MTE2, core)
-    state, ok = checked_offsets(state, active, op, Pipe.MTE2, *gm2ub_window(dst, g.shape, row=row, col=col))
-    execute = active & ok
-    state, racy = touch_gm(
-        state, src, Pipe.MTE2, op, write=False, active=execute, row0=row, rows=rows, col0=col, cols=cols, core=core
-    )
-    state, _ = touch_tile(state, dst, Pipe.MTE2, op, write=True, active=execute, core=core, sub=sub)
+    core_of(sub)
+    execute = checked_offsets(*gm2ub_window(dst, g.shape, row=row, col=col))
     window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
-    window = poison(window, racy, state.options)
-    state = state.with_tile(dst, jnp.where(execute, window, state.tile(dst, sub)), sub)
-    c = state.costs
-    cost = transfer_cycles(dst.nbytes, c.mte2_bytes_per_cycle, c.gm_read_latency_cycles)
-    state, _, _ = clock_op(state, Pipe.MTE2, op, execute, cost, core=core)
-    return state
+    window = poison(window, racy_read(), state.options)
+    return state.with_tile(dst, jnp.where(execute, window, state.tile(dst, sub)), sub)
 
 
 def copy_ub2gm(
@@ -121,30 +107,16 @@ def copy_ub2gm(
         0 < rows <= min(src.rows, g.shape[0]) and 0 < cols <= min(src.cols, g.shape[1]),
         f"rule 'bounds': a {rows}x{cols} store does not fit {src} or GM tensor {dst!r} of shape {tuple(g.shape)}",
     )
-    core = core_of(sub)
-    op = sites.register("copy_ub2gm", Pipe.MTE3, f"{src}[:{rows}, :{cols}] -> {dst}[{row}, {col}]", core=core)
-    state, active = issue(state, Pipe.MTE3, core)
-    offsets = ub2gm_window(src, g.shape, row=row, col=col, rows=rows, cols=cols)
-    state, ok = checked_offsets(state, active, op, Pipe.MTE3, *offsets)
-    execute = active & ok
-    state, racy = touch_tile(
-        state, src, Pipe.MTE3, op, write=False, active=execute, rows=rows, cols=cols, core=core, sub=sub
-    )
-    state, _ = touch_gm(
-        state, dst, Pipe.MTE3, op, write=True, active=execute, row0=row, rows=rows, col0=col, cols=cols, core=core
-    )
-    data = poison(state.tile(src, sub)[:rows, :cols], racy, state.options)
+    core_of(sub)
+    execute = checked_offsets(*ub2gm_window(src, g.shape, row=row, col=col, rows=rows, cols=cols))
+    data = poison(state.tile(src, sub)[:rows, :cols], racy_read(), state.options)
     start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
     old = jax.lax.dynamic_slice(g, start, (rows, cols))
     value = old + data if atomic else data
     new = jax.lax.dynamic_update_slice(g, jnp.where(execute, value, old), start)
     state = eqx.tree_at(lambda s: s.gm[dst], state, new)
     # a launch: remember the window for the merge of the blocks' GM
-    state = state.mark_gm(dst, jnp.broadcast_to(jnp.asarray(execute), (rows, cols)), atomic, start=start)
-    c = state.costs
-    cost = transfer_cycles(rows * cols * g.dtype.itemsize, c.mte3_bytes_per_cycle, c.gm_write_latency_cycles)
-    state, _, _ = clock_op(state, Pipe.MTE3, op, execute, cost, core=core)
-    return state
+    return state.mark_gm(dst, jnp.broadcast_to(jnp.asarray(execute), (rows, cols)), atomic, start=start)
 
 
 def copy_ub2l1(state: State, dst: Tile, src: Tile, *, row: int = 0, col: int = 0, sub: int) -> State:
@@ -162,21 +134,12 @@ def copy_ub2l1(state: State, dst: Tile, src: Tile, *, row: int = 0, col: int = 0
         row + src.rows <= dst.padded[0] and col + src.cols <= dst.padded[1],
         f"rule 'bounds': {src} at ({row}, {col}) does not fit {dst}",
     )
-    core = core_of(sub)
-    op = sites.register("insert", Pipe.MTE3, f"{src} -> {dst}[{row}, {col}]", core=core)
-    state, active = issue(state, Pipe.MTE3, core)
-    state, racy = touch_tile(state, src, Pipe.MTE3, op, write=False, active=active, core=core, sub=sub)
+    core_of(sub)
     span_c = min(-(-src.cols // unit_c) * unit_c, dst.padded[1] - col)
-    state, _ = touch_tile(
-        state, dst, Pipe.MTE3, op, write=True, active=active, row0=row, rows=src.rows, col0=col, cols=span_c, core=core
-    )
     nd = from_fractal(state.tile(dst), dst.fmt)
-    part = poison(pad_to(state.tile(src, sub), src.rows, span_c), racy, state.options)
+    part = poison(pad_to(state.tile(src, sub), src.rows, span_c), racy_read(), state.options)
     nd = jax.lax.dynamic_update_slice(nd, part.astype(nd.dtype), (row, col))
-    state = state.with_tile(dst, jnp.where(active, to_fractal(nd, dst.fmt, dst.c0), state.tile(dst)))
-    cost = src.rows * span_c * src.np_dtype.itemsize / state.costs.ub_to_l1_bytes_per_cycle
-    state, _, _ = clock_op(state, Pipe.MTE3, op, active, cost, core=core)
-    return state
+    return state.with_tile(dst, to_fractal(nd, dst.fmt, dst.c0))
 
 
 def copy_l0c2ub(
@@ -213,33 +176,14 @@ def copy_l0c2ub(
             f"rule 'move split': {mode_enum.name} sends a {rows}x{cols} part of {src} to AIV{sub}, which does not "
             f"fit {dst}",
         )
-    uf_mode = mode_value(unit_flag_mode, writer=False)
-    op = sites.register("move", Pipe.FIX, f"{src}[:{m}, :{n}] -> {dst} {mode_enum.name}")
-    state, active = issue(state, Pipe.FIX)
-    state = warn(
-        state, active & (uf_mode != 0) & (state.aic.mmad_direction != MMAD_DIRECTION_N), WARN_DIRECTION, op
-    )  # the move converts Nz -> ND: it reads along N
-    mask = region_mask(src, state.chip, 0, m, 0, n)
-    state, execute = handshake(state, active, op, Pipe.FIX, mask, uf_mode, want=1, window=block_window(src, state.chip))
-    state, racy = touch_tile(state, src, Pipe.FIX, op, write=False, active=execute, rows=m, cols=n)
-    data = poison(from_fractal(state.tile(src), Format.NZ), racy, state.options)
+    mode_value(unit_flag_mode, writer=False)  # a phase of the other side is refused; the flag is the control plane's
+    data = poison(from_fractal(state.tile(src), Format.NZ), racy_read(), state.options)
     if relu:
         data = jnp.maximum(data, 0)
     for sub, (r0, rows, c0, cols) in enumerate(parts):
         if rows == 0 or cols == 0:
             continue
-        state, _ = touch_tile(state, dst, Pipe.FIX, op, write=True, active=execute, rows=rows, cols=cols, sub=sub)
         old = state.tile(dst, sub)
         part = data[r0 : r0 + rows, c0 : c0 + cols].astype(dst.np_dtype)
-        state = state.with_tile(dst, jnp.where(execute, old.at[:rows, :cols].set(part), old), sub)
-    if state.data_only:
-        return state
-    busiest = max(rows * cols for _, rows, _, cols in parts)  # dual mode feeds both AIVs at once
-    flipped = jnp.max(jnp.where(mask, state.time.uf_t, 0.0)) + state.costs.unit_flag_latency_cycles
-    ready = jnp.where(uf_mode != 0, flipped, 0.0)
-    state, _, end = clock_op(
-        state, Pipe.FIX, op, execute, l0c_to_ub_cycles(state.costs, dst.dtype, busiest), ready, timing.REASON_UNIT_FLAG
-    )
-    update = execute & (uf_mode == 3)
-    uf_t = jnp.where(update & mask, end, state.time.uf_t)
-    return eqx.tree_at(lambda s: s.time.uf_t, state, uf_t)
+        state = state.with_tile(dst, old.at[:rows, :cols].set(part), sub)
+    return state

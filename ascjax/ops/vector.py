@@ -14,14 +14,12 @@ import enum
 
 import jax.numpy as jnp
 
-from .. import dtypes, sites
-from ..core import Buffer, Pipe
-from ..engine import vector_cycles
+from ..core import Buffer
 from ..formats.saturate import order_key
 from ..memory import Tile
 from ..state import State
 from ..straight_through import straight_through
-from ._machine import clock_op, core_of, issue, poison, touch_tile
+from ._machine import core_of, poison, racy_read
 from .move import _expect, _need
 
 BINARY = {
@@ -61,26 +59,13 @@ def _ub(tile, what: str) -> None:
     _expect(tile, Buffer.UB, what)
 
 
-def _vec_op(state: State, name: str, detail: str, sub: int, out: Tile, ins, compute, transcendental: bool):
-    """Issue a V op: check its reads and write, run ``compute(*arrays)`` and clock it."""
-    core = core_of(sub)
-    op = sites.register(name, Pipe.V, detail, core=core)
-    state, active = issue(state, Pipe.V, core)
-    racy = jnp.asarray(False)
-    arrays = []
-    for t in ins:
-        state, r = touch_tile(state, t, Pipe.V, op, write=False, active=active, core=core, sub=sub)
-        racy = racy | r
-        arrays.append(state.tile(t, sub))
-    state, _ = touch_tile(state, out, Pipe.V, op, write=True, active=active, core=core, sub=sub)
+def _vec_op(state: State, sub: int, out: Tile, ins, compute):
+    """A V op of AIV ``sub``: ``out = compute(*ins)`` on the tiles' arrays (poisoned where its reads are racy)."""
+    core_of(sub)
+    arrays = [state.tile(t, sub) for t in ins]
     value = compute(*arrays).astype(out.np_dtype).reshape(out.physical_shape)
-    value = poison(value, racy, state.options)
-    state = state.with_tile(out, jnp.where(active, value, state.tile(out, sub)), sub)
-    c = state.costs
-    elements = max(out.rows * out.cols, *(t.rows * t.cols for t in ins)) if ins else out.rows * out.cols
-    itemsize = max(dtypes.bits(out.dtype), *(dtypes.bits(t.dtype) for t in ins)) // 8 if ins else 4
-    state, _, _ = clock_op(state, Pipe.V, op, active, vector_cycles(c, elements, itemsize, transcendental), core=core)
-    return state
+    value = poison(value, racy_read() if ins else jnp.asarray(False), state.options)
+    return state.with_tile(out, value, sub)
 
 
 def _same_shape(out: Tile, *tiles: Tile) -> None:
@@ -101,14 +86,11 @@ def binary(state: State, kind: str, out: Tile, lhs: Tile, rhs, *, sub: int) -> S
         _ub(rhs, "rhs")
         _same_shape(out, lhs, rhs)
         _need(lhs.dtype == rhs.dtype == out.dtype, f"rule 'vector dtypes': {kind} needs one dtype: {lhs}, {rhs}, {out}")
-        return _vec_op(state, kind, f"{out} = {lhs} {kind} {rhs}", sub, out, (lhs, rhs), fn, kind in TRANSCENDENTAL)
+        return _vec_op(state, sub, out, (lhs, rhs), fn)
     _same_shape(out, lhs)
     _need(lhs.dtype == out.dtype, f"rule 'vector dtypes': {kind}s needs one dtype: {lhs}, {out}")
     scalar = jnp.asarray(rhs, lhs.np_dtype)
-    return _vec_op(
-        state, kind + "s", f"{out} = {lhs} {kind} scalar", sub, out, (lhs,), lambda x: fn(x, scalar),
-        kind in TRANSCENDENTAL,
-    )  # fmt: skip
+    return _vec_op(state, sub, out, (lhs,), lambda x: fn(x, scalar))
 
 
 def unary(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
@@ -118,7 +100,7 @@ def unary(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
     _ub(src, "src")
     _same_shape(out, src)
     _need(src.dtype == out.dtype, f"rule 'vector dtypes': {kind} keeps the dtype ({src} -> {out}); cast first")
-    return _vec_op(state, kind, f"{out} = {kind}({src})", sub, out, (src,), UNARY[kind], kind in TRANSCENDENTAL)
+    return _vec_op(state, sub, out, (src,), UNARY[kind])
 
 
 def reduce_rows(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
@@ -146,9 +128,7 @@ def _reduce(state: State, kind: str, out: Tile, src: Tile, axis: int, sub: int) 
     )
     _need(src.dtype == out.dtype, f"rule 'vector dtypes': {name} keeps the dtype ({src} -> {out})")
     red = REDUCE[kind]
-    return _vec_op(
-        state, name, f"{out} = {name}({src})", sub, out, (src,), lambda x: red(x, axis=axis, keepdims=True), False
-    )
+    return _vec_op(state, sub, out, (src,), lambda x: red(x, axis=axis, keepdims=True))
 
 
 def expand(state: State, kind: str, out: Tile, src: Tile, vec: Tile, *, sub: int) -> State:
@@ -168,7 +148,7 @@ def expand(state: State, kind: str, out: Tile, src: Tile, vec: Tile, *, sub: int
     )
     _need(src.dtype == vec.dtype == out.dtype, f"rule 'vector dtypes': expand_{kind} needs one dtype")
     fn = BINARY[kind]
-    return _vec_op(state, f"expand_{kind}", f"{out} = {src} {kind} {vec}", sub, out, (src, vec), fn, kind == "div")
+    return _vec_op(state, sub, out, (src, vec), fn)
 
 
 def copy(state: State, out: Tile, src: Tile, *, sub: int) -> State:
@@ -183,19 +163,14 @@ def copy(state: State, out: Tile, src: Tile, *, sub: int) -> State:
         out.dtype == src.dtype and out.rows * out.cols == src.rows * src.cols,
         f"rule 'vector copy': a UB -> UB copy keeps dtype and element count: {src} -> {out} (cast to convert)",
     )
-    return _vec_op(
-        state, "copy_ub2ub", f"{out} = {src}", sub, out, (src,), lambda x: x.reshape(out.rows, out.cols), False
-    )
+    return _vec_op(state, sub, out, (src,), lambda x: x.reshape(out.rows, out.cols))
 
 
 def fill(state: State, out: Tile, value, *, sub: int) -> State:
     """``out[:] = value`` (a Python number or a traced scalar)."""
     _ub(out, "out")
     v = jnp.asarray(value, out.np_dtype)
-    return _vec_op(
-        state, "fill", f"{out} = {value if isinstance(value, (int, float)) else 'scalar'}", sub, out, (),
-        lambda: jnp.broadcast_to(v, (out.rows, out.cols)), False,
-    )  # fmt: skip
+    return _vec_op(state, sub, out, (), lambda: jnp.broadcast_to(v, (out.rows, out.cols)))
 
 
 def cast(state: State, out: Tile, src: Tile, *, mode: RoundMode = RoundMode.CAST_NONE, sub: int) -> State:
@@ -212,7 +187,7 @@ def cast(state: State, out: Tile, src: Tile, *, mode: RoundMode = RoundMode.CAST
         return round_cast(x, out.np_dtype, mode)
 
     compute = (lambda x: straight_through(x, convert)) if state.options.straight_through else convert
-    return _vec_op(state, "cast", f"{out} = cast({src}, {mode.name})", sub, out, (src,), compute, False)
+    return _vec_op(state, sub, out, (src,), compute)
 
 
 def _value(x, other):
