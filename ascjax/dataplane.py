@@ -143,8 +143,10 @@ class PoisonIndex:
         self.instances = {}  # entry -> its instances, indexed by its loops' indices (outermost first)
         for e in set(self.entry_of.values()):
             inst = np.flatnonzero(t.entry == e)
+            if not inst.size:  # a loop that runs no iteration: its issues are traced, never run
+                continue
             iters = t.iteration[inst]
-            depth = int(np.sum(iters[0] >= 0)) if inst.size else 0
+            depth = int(np.sum(iters[0] >= 0))
             shape = tuple(int(x) + 1 for x in iters[:, :depth].max(axis=0)) if depth else ()
             table = np.zeros(shape, np.int32)
             if depth:
@@ -177,9 +179,8 @@ class Poison:
 
     def racy_read(self, tag, loop_index):
         """Whether the issue ``tag`` at loop indices ``loop_index`` (outermost first) reads racy data."""
-        entry = self.index.entry_of.get(tag)
-        if entry is None:
+        table = self.index.instances.get(self.index.entry_of.get(tag))
+        if table is None:
             return jnp.asarray(False)
-        table = self.index.instances[entry]
         index = tuple(jnp.asarray(i, jnp.int32) for i in loop_index[len(loop_index) - table.ndim :])
         return self.racy[jnp.asarray(table)[index] if index else int(table)]

@@ -120,3 +120,27 @@ def test_each_scenario_of_a_vmap_gets_its_own_verdict():
 
     codes = jax.jit(jax.vmap(one))(jnp.asarray([0, 9, 8, -3], jnp.int32))
     assert [int(c) for c in codes] == [-1, Finding.BOUNDS, -1, Finding.BOUNDS]
+
+
+def test_a_store_past_its_gm_output_is_bounds():
+    def kernel(k, col=0):
+        c = k.alloc("L0C", (16, 16), "float32", name="c")
+        k.store("y", c, (0, col))
+
+    io = ({}, {"y": ((16, 32), "float32")})
+    assert "column offset = 17 is outside [0, 16]" in str(_check(kernel, io=io, col=17))
+    assert Finding.BOUNDS not in {f.kind for f in _check(kernel, io=io, col=16).findings}
+
+
+def test_an_mx_scale_window_past_its_l1_tile_or_off_its_grid_is_bounds():
+    def kernel(k, row=0):
+        sa1 = k.alloc("L1", (64, 2), "float8_e8m0fnu", fmt="Zz")
+        sa0 = k.alloc("ScaleLeft", (32, 2), "float8_e8m0fnu")
+        k.copy_l12scale(sa0, sa1, row=row)
+
+    def found(row):
+        return aj.check(kernel, {}, {}, chip="950", params={"row": jnp.int32(row)})
+
+    assert "row offset = 48 is outside [0, 32]" in str(found(48))
+    assert "row offset = 8 is not a multiple of its tile's fractal" in str(found(8))
+    assert Finding.BOUNDS not in {f.kind for f in found(16).findings}

@@ -114,6 +114,7 @@ TINY_OUTS = {"out": ((2 * R, C), "float32"), "acc": ((R, C), "float32")}
 FAST = aj.Options(sanitize=False)  # the eager run dispatches every op: keep them few
 
 
+@pytest.mark.slow  # jit and eager agreement of the planes: tests/test_data_order.py (run) in the default suite
 def test_jit_eager_and_parallel_launch_agree():
     """Blocks one after another (jit and eager) and as one vmap (block_parallel) give the same run."""
     results = [aj.launch(tiny_kernel, {"x": X}, TINY_OUTS, block_dim=2, options=FAST, jit=jit) for jit in (True, False)]

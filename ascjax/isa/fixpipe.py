@@ -35,6 +35,12 @@ def _to_gm_faults(chip, a, shapes):
     return ops.fixpipe_faults(a["src"], shapes[a["dst"]], **sizes)
 
 
+def _store_faults(chip, a, shapes):
+    """``store``'s traced (row, col) offsets against the output tensor: a fixpipe's."""
+    row, col = a.get("offsets", (0, 0))
+    return ops.fixpipe_faults(a["src"], shapes[a["dst"]], dst_row=row, dst_col=col)
+
+
 def _read(name, data, summary, operands, cost, cycles, faults=None):
     return Instruction(
         name, data, InstrKind.L0C_READ, CoreKind.CUBE, Pipe.FIX, summary, operands=operands, cost=cost,
@@ -56,7 +62,7 @@ INSTRUCTIONS = (
     (_read("copy_l0c2gm", ops.fixpipe, "asc_copy_l0c2gm: fixpipe under its Ascend C name", _TO_GM, GM_COST,
            _to_gm, _to_gm_faults), ()),
     (_read("store", ops.store, "PyPTO-Pro store out of L0C: fixpipe with phase = STPhase",
-           (*_TO_GM[:2], Operand("scale", (GM,))), GM_COST, _to_gm), ((L0C, GM),)),
+           (*_TO_GM[:2], Operand("scale", (GM,))), GM_COST, _to_gm, _store_faults), ((L0C, GM),)),
     (_read("copy_l0c2ub", ops.copy_l0c2ub, "L0C -> UB of one or both AIVs (Nz -> ND, cast), on the cube's FIX pipe",
            _TO_UB, FIX_COST, _to_ub), ()),
     (_read("move_to_vec", ops.move_to_vec, "PyPTO-Pro move out of L0C into UB with phase = STPhase", _TO_UB,

@@ -73,6 +73,11 @@ def _l1_faults(name):
     return faults
 
 
+def _scale_faults(chip, a, shapes):
+    """``copy_l12scale``'s traced window offsets into its L1 source."""
+    return ops.copy_l12scale_faults(a["dst"], a["src"], row=a.get("row", 0), col=a.get("col", 0))
+
+
 def _copy(name, data, pipe, core, src, dst, summary, *, cost, cycles, faults=None):
     return Instruction(
         name, data, InstrKind.MOVE, core, pipe, summary,
@@ -100,7 +105,7 @@ INSTRUCTIONS = (
            faults=_l1_faults("copy_l12bt")), ((L1, BT),)),
     (_copy("copy_l12scale", ops.copy_l12scale, Pipe.MTE1, CUBE, (L1,), SCALES,
            "MX scales from L1 into ScaleLeft / ScaleRight (950)", cost=("l1_to_scale_bytes_per_cycle",),
-           cycles=_on_chip("l1_to_scale_bytes_per_cycle")), ((L1, SCALES[0]), (L1, SCALES[1]))),
+           cycles=_on_chip("l1_to_scale_bytes_per_cycle"), faults=_scale_faults), ((L1, SCALES[0]), (L1, SCALES[1]))),
     (_copy("copy_gm2ub", ops.copy_gm2ub, Pipe.MTE2, VECTOR, (GM,), (UB,), "a GM window into a UB tile",
            cost=MTE2_COST, cycles=_gm_to_ub, faults=_gm2ub_faults), ((GM, UB),)),
     (_copy("copy_ub2gm", ops.copy_ub2gm, Pipe.MTE3, VECTOR, (UB,), (GM,), "a UB tile into a GM window",

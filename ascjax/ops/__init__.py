@@ -11,7 +11,7 @@ from .fixpipe import (
     set_l0c_copy_config,
     set_mmad_direction,
 )
-from .mmad_mx import copy_l12scale, matmul_mx, matmul_mx_acc, mmad_mx
+from .mmad_mx import copy_l12scale, copy_l12scale_faults, matmul_mx, matmul_mx_acc, mmad_mx
 from .move import copy_gm2l1, copy_gm2l1_nd2nz, copy_l12bt, copy_l12l0a, copy_l12l0b, offset_faults
 from .pypto import matmul, matmul_acc, move_to_vec, store
 from .sync import sync_notify, sync_pipe, sync_wait
@@ -56,6 +56,7 @@ __all__ = [
     "mmad",
     "mmad_faults",
     "offset_faults",
+    "copy_l12scale_faults",
     "mmad_mx",
     "matmul_mx",
     "matmul_mx_acc",

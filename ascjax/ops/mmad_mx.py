@@ -21,7 +21,7 @@ from ..memory import MX_SCALE_DTYPE, Tile
 from ..state import State
 from ._machine import racy_read, static_int
 from .cube import mmad
-from .move import _expect, _need, checked_offsets, write_tile
+from .move import _expect, _need, checked_offsets, offset_faults, write_tile
 
 _ALIGN = {"MXFP8": 1024, "MXFP4": 512}  # A/B start addresses of an MmadMx [asc-devkit MmadMx.md]
 
@@ -152,6 +152,12 @@ def matmul_mx_acc(
     """``pl.matmul_mx_acc``: dst = acc + (scale_a ⊗ lhs) x (scale_b ⊗ rhs) (``acc`` must be ``dst``)."""
     _need(acc == dst, f"matmul_mx_acc accumulates in place: acc {acc} must be dst {dst}")
     return mmad_mx(state, dst, lhs, rhs, scale_a, scale_b, lhs.rows, lhs.cols, rhs.cols, unit_flag_mode=phase)
+
+
+def copy_l12scale_faults(dst: Tile, src: Tile, *, row=0, col=0) -> list:
+    """The traced (row, col) offsets of ``copy_l12scale``'s window into ``src``: within it, on its fractal grid."""
+    limits = (src.padded[0] - dst.padded[0], src.padded[1] - dst.padded[1])
+    return offset_faults((row, col), limits, fractal_unit(src.fmt, src.c0))
 
 
 def copy_l12scale(state: State, dst: Tile, src: Tile, *, row=0, col=0) -> State:
