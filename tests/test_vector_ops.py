@@ -410,6 +410,7 @@ def _scaled_exp_kernel(k, scale):
     _load_compute_store(k, {"x": x}, compute, {"y": y})
 
 
+@pytest.mark.slow  # every vector op eagerly; jit / eager agreement of the planes: tests/test_data_order.py
 def test_jit_and_eager_agree():
     x = np.random.default_rng(3).standard_normal((R, C)).astype(np.float32)
     kw = dict(inputs={"x": x}, outputs={"y": ((R, C), F32)}, params={"scale": jnp.float32(1.75)})
