@@ -148,8 +148,8 @@ def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions,
     (``CONTROL_CACHE``). Arguments must be concrete (not under a transformation)."""
     record, latency = _record_jit(kernel, chip, costs, inputs, spec, params)
     result, order, index, emit = CONTROL_CACHE.get(record, control, latency)
-    poison = (index, result.racy) if options.poison_races else (None, None)
-    state = _data_jit(kernel, chip, options, inputs, spec, params, order, poison[1], poison[0], emit)
+    racy, index = (result.racy, index) if options.poison_races else (None, None)
+    state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit)
     return state, record, device_order(result, emit)
 
 

@@ -18,19 +18,25 @@ UPDATE = aj.UnitFlagMode.ENABLE_UPDATE
 OUTPUTS = {"out0": ((32, 32), "float32"), "out1": ((32, 32), "float32")}
 
 
-def _two_products(k, in_run_order=False, second_in_cond=False):
-    """out0 := a @ b and out1 := b @ b through one L0C tile, the unit flag between each mmad and its fixpipe."""
-    a1, b1 = k.alloc("L1", (32, 32), "float16"), k.alloc("L1", (32, 32), "float16")
-    a, a2 = k.alloc("L0A", (32, 32), "float16"), k.alloc("L0A", (32, 32), "float16")
+def _staged(k, a_rows: int):
+    """GM a (a_rows x 32) and b (32 x 32) in L1 and b in L0B, with the 32 x 32 L0C tile: (a1, b1, b, c)."""
+    a1, b1 = k.alloc("L1", (a_rows, 32), "float16"), k.alloc("L1", (32, 32), "float16")
     b = k.alloc("L0B", (32, 32), "float16")
     c = k.alloc("L0C", (32, 32), "float32")
     k.copy_gm2l1_nd2nz(a1, "a")
     k.copy_gm2l1_nd2nz(b1, "b")
     k.sync_notify("MTE2", "MTE1", 0)
     k.sync_wait("MTE2", "MTE1", 0)
+    k.copy_l12l0b(b, b1, transpose=True)
+    return a1, b1, b, c
+
+
+def _two_products(k, in_run_order=False, second_in_cond=False):
+    """out0 := a @ b and out1 := b @ b through one L0C tile, the unit flag between each mmad and its fixpipe."""
+    a1, b1, b, c = _staged(k, 32)
+    a, a2 = k.alloc("L0A", (32, 32), "float16"), k.alloc("L0A", (32, 32), "float16")
     k.copy_l12l0a(a, a1)
     k.copy_l12l0a(a2, b1)
-    k.copy_l12l0b(b, b1, transpose=True)
     k.sync_notify("MTE1", "M", 0)
     k.sync_wait("MTE1", "M", 0)
     k.mmad(c, a, b, 32, 32, 32, unit_flag_mode=UPDATE, c_matrix_init_val=True)
@@ -87,8 +93,8 @@ def test_an_order_no_window_can_follow_is_reported_with_both_lines():
     assert result.ok  # the kernel is right on the device
     assert not result.device_outputs
     (text,) = [w for w in result.report().warnings if "not the device's" in w]
-    assert text.startswith("the outputs are not the device's: fixpipe at tests/test_data_order.py:45 ran before ")
-    assert "mmad at tests/test_data_order.py:39" in text
+    assert text.startswith("the outputs are not the device's: fixpipe at tests/test_data_order.py:51 ran before ")
+    assert "mmad at tests/test_data_order.py:45" in text
     assert "Issue fixpipe before mmad in the kernel" in text
 
 
@@ -109,15 +115,8 @@ def _pipelined(k):
     """out rows 32 i.. := a_i @ b for four 32-row tiles a_i through one L0C tile, software-pipelined: in the
     loop, the mmad of tile i + 1 is issued before the fixpipe of tile i, and the unit flag holds it until that
     fixpipe has drained L0C."""
-    a1, b1 = k.alloc("L1", (TILES * 32, 32), "float16"), k.alloc("L1", (32, 32), "float16")
+    a1, _, b, c = _staged(k, TILES * 32)
     a = k.tile_group("L0A", (32, 32), "float16", TILES)
-    b = k.alloc("L0B", (32, 32), "float16")
-    c = k.alloc("L0C", (32, 32), "float32")
-    k.copy_gm2l1_nd2nz(a1, "a")
-    k.copy_gm2l1_nd2nz(b1, "b")
-    k.sync_notify("MTE2", "MTE1", 0)
-    k.sync_wait("MTE2", "MTE1", 0)
-    k.copy_l12l0b(b, b1, transpose=True)
     for i in range(TILES):
         k.copy_l12l0a(a[i], a1, row=32 * i)
     k.sync_notify("MTE1", "M", 0)

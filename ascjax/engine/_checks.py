@@ -88,19 +88,30 @@ class Accesses:
         self.live = self.on & self.ok
 
 
-def races(st: Static, log: Log, acc: Accesses) -> dict:
+class Pairs:
+    """Every candidate pair of the tables (a write and another queue's access whose footprints overlap), as this
+    scenario ran it: its access slots and instances, whether both happened on overlapping bytes, and which one
+    happens-before the other (neither: a race)."""
+
+    def __init__(self, st: Static, log: Log, acc: Accesses):
+        w, o = st.pair_write, st.pair_other
+        wi, oi = st.acc_inst[w], st.acc_inst[o]
+        self.o_writes = st.acc_write[o]
+        q = st.n_queues
+        clock_wo, clock_ow = log.index(oi * q + st.queue[wi]), log.index(wi * q + st.queue[oi])
+        w, o, wi, oi = (log.index(x) for x in (w, o, wi, oi))
+        self.w, self.o, self.wi, self.oi = w, o, wi, oi
+        overlap = jnp.maximum(acc.lo[w], acc.lo[o]) < jnp.minimum(acc.hi[w], acc.hi[o])
+        self.conflict = st.pair_valid & acc.live[w] & acc.live[o] & overlap
+        clock, epoch = log.clock.reshape(-1), log.epoch
+        self.w_before_o = clock[clock_wo] >= epoch[wi]  # the other's clock has seen the write's epoch
+        self.o_before_w = clock[clock_ow] >= epoch[oi]
+
+
+def races(st: Static, log: Log, acc: Accesses, pairs: Pairs) -> dict:
     """Per instance of a candidate pair, its first race (the earliest of its events that found one)."""
-    w, o = st.pair_write, st.pair_other
-    wi, oi = st.acc_inst[w], st.acc_inst[o]
-    o_writes = st.acc_write[o]
-    q = st.n_queues
-    clock_wo, clock_ow = log.index(oi * q + st.queue[wi]), log.index(wi * q + st.queue[oi])
-    w, o, wi, oi = (log.index(x) for x in (w, o, wi, oi))
-    overlap = jnp.maximum(acc.lo[w], acc.lo[o]) < jnp.minimum(acc.hi[w], acc.hi[o])
-    clock, epoch = log.clock.reshape(-1), log.epoch
-    w_before_o = clock[clock_wo] >= epoch[wi]  # the other's clock has seen the write's epoch
-    o_before_w = clock[clock_ow] >= epoch[oi]
-    race = st.pair_valid & acc.live[w] & acc.live[o] & overlap & ~w_before_o & ~o_before_w
+    w, o, wi, oi, o_writes = pairs.w, pairs.o, pairs.wi, pairs.oi, pairs.o_writes
+    race = pairs.conflict & ~pairs.w_before_o & ~pairs.o_before_w
     # the later of the two finds the race: in program order on one core, in the order the bytes were touched
     # across cores (semantics §8 "race hazard labels")
     same_core = st.core[wi] == st.core[oi]
@@ -121,20 +132,13 @@ def races(st: Static, log: Log, acc: Accesses) -> dict:
     return rows(hit, Finding.RACE, inst, other, atom, hazard, step)
 
 
-def reordered(st: Static, log: Log, acc: Accesses):
+def reordered(st: Static, pairs: Pairs):
     """The first pair of conflicting accesses of one core that happens-before orders against program order:
     ``(the instance that ran first though later in program order, the earlier one)``, or ``(-1, -1)``."""
-    w, o = st.pair_write, st.pair_other
-    wi, oi = st.acc_inst[w], st.acc_inst[o]
-    q = st.n_queues
-    clock_wo, clock_ow = log.index(oi * q + st.queue[wi]), log.index(wi * q + st.queue[oi])
-    w, o, wi, oi = (log.index(x) for x in (w, o, wi, oi))
-    overlap = jnp.maximum(acc.lo[w], acc.lo[o]) < jnp.minimum(acc.hi[w], acc.hi[o])
-    clock, epoch = log.clock.reshape(-1), log.epoch
-    write_first = (clock[clock_wo] >= epoch[wi]) & (st.pidx[oi] < st.pidx[wi])
-    other_first = (clock[clock_ow] >= epoch[oi]) & (st.pidx[wi] < st.pidx[oi])
-    hit = st.pair_valid & acc.live[w] & acc.live[o] & overlap & (st.core[wi] == st.core[oi])
-    hit &= write_first | other_first
+    wi, oi = pairs.wi, pairs.oi
+    write_first = pairs.w_before_o & (st.pidx[oi] < st.pidx[wi])
+    other_first = pairs.o_before_w & (st.pidx[wi] < st.pidx[oi])
+    hit = pairs.conflict & (st.core[wi] == st.core[oi]) & (write_first | other_first)
     p = jnp.argmax(hit)
     pair = jnp.where(write_first[p], jnp.stack([wi[p], oi[p]]), jnp.stack([oi[p], wi[p]]))
     return jnp.where(hit[p], pair, -1).astype(jnp.int32)

@@ -51,8 +51,9 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     m, events = execute(st, pl, lat)
     log = _checks.Log(st, events)
     acc = _checks.Accesses(st, op, log)
+    pairs = _checks.Pairs(st, log, acc)
     static_rows = {
-        "races": _checks.races(st, log, acc),
+        "races": _checks.races(st, log, acc, pairs),
         "small_tile": _checks.small_tile(st, op, log),
         "sync_events": _checks.sync_events(st, log),
         "event_ids": _checks.event_ids(st, op, log),
@@ -70,7 +71,7 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     n = st.n_instances if options.keep_timeline else 0
     return ControlResult(
         findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=log.end_t[:n],
-        source=log.source[:n], racy=racy, reordered=_checks.reordered(st, log, acc),
+        source=log.source[:n], racy=racy, reordered=_checks.reordered(st, pairs),
         deadlocked=m.stuck | ~m.done, events=jnp.sum(events.kind != 0).astype(jnp.int32), machine=m,
     )  # fmt: skip
 

@@ -71,7 +71,8 @@ def emit_order(record: Record, result) -> EmitOrder | None:
     op = {name: np.asarray(x) for name, x in record.operands.items()}
     start, end = np.asarray(result.start), np.asarray(result.end)
     acc = _accesses(t, t.n_instances)
-    lo, hi, on = (np.empty(acc["inst"].size, np.int64) for _ in range(3))
+    lo, hi = (np.empty(acc["inst"].size, np.int64) for _ in range(2))
+    on = np.empty(acc["inst"].size, bool)
     for write, prefix in ((False, "rd"), (True, "wr")):
         k = acc["write"] == write
         inst, slot = acc["inst"][k], acc["slot"][k]
@@ -79,7 +80,7 @@ def emit_order(record: Record, result) -> EmitOrder | None:
         on[k] = op[f"{prefix}_on"][inst, slot] & op[f"{prefix}_ok"][inst, slot] & (start[inst] >= 0)
     pairs = _pairs(t, acc)
     a, b = acc["inst"][pairs[:, 0]], acc["inst"][pairs[:, 1]]
-    live = on[pairs[:, 0]].astype(bool) & on[pairs[:, 1]].astype(bool) & (t.core[a] == t.core[b])
+    live = on[pairs[:, 0]] & on[pairs[:, 1]] & (t.core[a] == t.core[b])
     live &= np.maximum(lo[pairs[:, 0]], lo[pairs[:, 1]]) < np.minimum(hi[pairs[:, 0]], hi[pairs[:, 1]])
     live &= (end[a] >= 0) & (end[b] >= 0)  # both completed (a deadlock leaves some undone)
     a_first, b_first = live & (end[a] <= start[b]), live & (end[b] <= start[a])  # neither: unordered (a race)
@@ -132,7 +133,8 @@ def _topological(n: int, edges: dict) -> tuple[tuple[int, ...], bool]:
             if indegree[s] == 0:
                 heapq.heappush(free, s)
     cycle = len(order) < n
-    order += [e for e in range(n) if e not in set(order)]
+    placed = set(order)
+    order += [e for e in range(n) if e not in placed]
     rank = np.empty(n, np.int64)
     rank[np.asarray(order, np.int64)] = np.arange(n)
     return tuple(int(r) for r in rank), cycle
