@@ -24,7 +24,7 @@ from .finding_words import FindingText, describe
 from .report import Report
 from .run_warnings import run_warnings
 from .timeline import Timeline
-from .tracing import gm_inputs, output_spec, record_kernel
+from .tracing import gm_inputs, output_spec, record_jit, record_kernel
 
 #: the verdict code of each finding kind, indexed by ``Finding``
 _VERDICT_OF_FINDING = np.asarray([int(Verdict[f.verdict]) for f in sorted(Finding, key=int)], np.int32)
@@ -123,15 +123,18 @@ def check(
     chip = get_chip(chip)
     options = options or control_options(chip)
     costs = default_costs(chip) if costs is None else costs
-    inputs = gm_inputs(inputs)
-    record, result = _recorded_and_run(kernel, inputs, output_spec(outputs), chip, dict(params or {}), costs, options)
+    inputs, spec, params = gm_inputs(inputs), output_spec(outputs), dict(params or {})
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((inputs, params, costs))):
+        record, result = _recorded_and_run(kernel, inputs, spec, chip, params, costs, options)
+    else:  # two programs: the recording, and the control plane its size class shares with other kernels
+        record, latency = record_jit(kernel, chip, costs, inputs, spec, params)
+        result = run_control(record, options, latency)
     return CheckResult.of(record, result, chip, costs)
 
 
 @eqx.filter_jit
 def _recorded_and_run(kernel, inputs: dict, spec: tuple, chip: Chip, params: dict, costs: Costs, options):
-    """One compiled program, recording's array work and the control plane together; compiled once per kernel
-    and static arguments (array parameters and inputs are traced)."""
+    """Under a transformation: the recording's array work and the control plane as one program."""
     record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs)
     return record, run_control(record, options, sync_latency(costs))
 

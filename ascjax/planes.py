@@ -10,8 +10,10 @@ What the control plane finds depends on the record's operands only (event ids, p
 counts, cycles), never on the data. ``planes_cached`` (what ``ascjax.run`` does) therefore compiles
 three programs: the record, the control plane, the data plane. It runs the control plane once per
 distinct record and operands (``ControlCache``), so a kernel run again on other inputs (golden data,
-a training step) pays for the data only. Under a transformation (``vmap``, ``grad``) ``run`` uses
-``planes_jit``: everything as one program.
+a training step) pays for the data only. Under a transformation of the data alone (``grad`` or
+``vmap`` over the inputs, ``jit`` around ``run``) the control plane is reused the same way
+(``planes_data_traced``); where parameters or costs are traced, ``run`` uses ``planes_jit``:
+everything as one program.
 """
 
 from __future__ import annotations
@@ -22,16 +24,15 @@ import hashlib
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from . import dataplane
 from .chip import Chip
 from .engine import ControlOptions, EmitOrder, emit_order, run_control, sync_latency
 from .options import Options
-from .program import Program
+from .program import NeedsData, Program
 from .state import State
-from .tracing import initial_gm, record_kernel, trace_kernel
+from .tracing import initial_gm, record_jit, record_kernel, record_shapes_jit, trace_kernel
 
 
 def execute_data(
@@ -74,7 +75,7 @@ def device_order(result, emit: EmitOrder | None):
     if emit is None:
         return result
     pair = FOLLOWED.get(emit, tuple(int(x) for x in np.asarray(result.reordered)))
-    return eqx.tree_at(lambda r: r.reordered, result, jnp.asarray(pair or (-1, -1), jnp.int32))
+    return eqx.tree_at(lambda r: r.reordered, result, np.asarray(pair or (-1, -1), np.int32))  # a host value
 
 
 def planes(
@@ -89,12 +90,6 @@ def planes(
     emit = None if isinstance(result.start, jax.core.Tracer) else emit_order(record, result)  # concrete: not jitted
     state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit)
     return state, record, device_order(result, emit)
-
-
-@eqx.filter_jit
-def _record_jit(kernel, chip: Chip, costs, inputs, spec: tuple, params: dict):
-    """The record and the sync latencies its control plane runs with."""
-    return record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs), sync_latency(costs)
 
 
 @eqx.filter_jit
@@ -146,8 +141,27 @@ def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions,
                   params: dict):  # fmt: skip
     """``planes`` as three compiled programs, the control plane's run reused for equal records and operands
     (``CONTROL_CACHE``). Arguments must be concrete (not under a transformation)."""
-    record, latency = _record_jit(kernel, chip, costs, inputs, spec, params)
+    record, latency = record_jit(kernel, chip, costs, inputs, spec, params)
     result, order, index, emit = CONTROL_CACHE.get(record, control, latency)
+    racy, index = (result.racy, index) if options.poison_races else (None, None)
+    state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit)
+    return state, record, device_order(result, emit)
+
+
+def planes_data_traced(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
+                       params: dict):  # fmt: skip
+    """``planes_cached`` for a run whose inputs are traced and whose parameters and costs are not (a ``grad`` or
+        ``vmap`` over the data, a ``jit`` around ``run``): the record, made from the inputs' shapes, and the control plane
+        run now, concretely (cached); the caller's transformation holds the data plane alone (compiled, as in
+    ``planes_cached``). A kernel whose record reads GM
+        contents is traced whole instead (``planes_jit``)."""
+    try:
+        with jax.core.eval_context():  # run now, on the host's values, whatever trace encloses the call
+            shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()}
+            record, latency = record_shapes_jit(kernel, chip, costs, shapes, spec, params)
+            result, order, index, emit = CONTROL_CACHE.get(record, control, latency)
+    except NeedsData:
+        return planes_jit(kernel, chip, options, control, costs, inputs, spec, params)
     racy, index = (result.racy, index) if options.poison_races else (None, None)
     state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit)
     return state, record, device_order(result, emit)

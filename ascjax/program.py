@@ -122,6 +122,10 @@ class GroupHandle:
         return str(self.group)
 
 
+class NeedsData(Exception):
+    """A kernel read GM contents (``Program.gm``) while it was recorded from its inputs' shapes alone."""
+
+
 class Program:
     """One AI Core program being traced: its allocator and the state its ops thread.
 
@@ -132,6 +136,7 @@ class Program:
     def __init__(self, chip: Chip, state: State, *, block_idx=None, block_num: int = 1, recorder=None):
         self.chip = chip
         self.recorder = recorder  # an ascjax.recorder.Recorder: record the issues (a dry run) instead of executing
+        self.shapes_only = False  # the GM inputs are stand-ins of their shapes: reading their contents is refused
         # the data plane in the device's order (``ascjax.engine.EmitOrder``): the issues traced since the last trace
         # boundary wait in a window, which runs them sorted by rank when anything reads the state
         self.emit = None
@@ -419,6 +424,8 @@ class Program:
 
     def gm(self, name: str) -> jax.Array:
         """The current contents of a GM tensor."""
+        if self.shapes_only:
+            raise NeedsData(name)
         return self.state.gm[name]
 
     # -- loops -------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from .chip import Chip, get_chip
 from .core import EXCEPTIONS, MESSAGES, Verdict
 from .engine import ControlOptions, ControlResult, Costs, Record, default_costs
 from .options import Options
-from .planes import planes, planes_cached, planes_jit, resolve_control
+from .planes import planes, planes_cached, planes_data_traced, planes_jit, resolve_control
 from .report import Report
 from .state import State
 from .timeline import Timeline
@@ -150,7 +150,13 @@ def run(
     inputs = gm_inputs(inputs)
     spec = output_spec(outputs)
     args = (kernel, chip, options, control, costs, inputs, spec, dict(params or {}))
-    traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((inputs, args[-1], costs)))
-    state, record, found = (planes if not jit else planes_jit if traced else planes_cached)(*args)
+    traced = lambda tree: any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
+    if not jit:
+        how = planes
+    elif traced((args[-1], costs)):  # the record's operands are traced: one program
+        how = planes_jit
+    else:
+        how = planes_data_traced if traced(inputs) else planes_cached
+    state, record, found = how(*args)
     result = Result({name: state.gm[name] for name, _ in spec}, state, record, found, costs, chip)
     return raise_if_failed(result, result.verdict) if throw else result

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import warnings
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import dtypes, sites
 from .chip import Chip, get_chip
-from .engine import Costs
+from .engine import Costs, sync_latency
 from .program import _CURRENT, Program
 from .recorder import Recorder
 from .state import State
@@ -101,12 +102,15 @@ def record_kernel(
     params: dict | None = None,
     costs: Costs | None = None,
     block: dict | None = None,
+    shapes_only: bool = False,
 ):
     """Record ``kernel(k, **params)`` on one block without computing data: the engine's ``Record`` of its issues,
-    each with its cycles from ``costs`` (default: the chip's table). An input the kernel never names draws an
-    ``UnusedInputWarning`` at the user's call. ``block``: a launch's ``{"block_idx": b, "block_num": n}``.
+        each with its cycles from ``costs`` (default: the chip's table). An input the kernel never names draws an
+        ``UnusedInputWarning`` at the user's call. ``block``: a launch's ``{"block_idx": b, "block_num": n}``.
+    ``shapes_only``: the inputs stand for their shapes (their values are another program's tracers); a kernel that
+    reads GM contents (``k.gm``) raises ``NeedsData``.
 
-    The control plane (``ascjax.engine.run_control``) then checks the kernel's synchronisation.
+        The control plane (``ascjax.engine.run_control``) then checks the kernel's synchronisation.
     """
     chip = get_chip(chip)
     spec = output_spec(outputs)
@@ -114,9 +118,26 @@ def record_kernel(
     gm = initial_gm(inputs, spec)
     state = State.create(chip, gm, tuple(name for name, _ in spec))
     recorder = Recorder(chip, gm, set(inputs), costs)
-    program = trace_kernel(kernel, Program(chip, state, recorder=recorder, **(block or {})), params or {})
+    program = Program(chip, state, recorder=recorder, **(block or {}))
+    program.shapes_only = shapes_only
+    program = trace_kernel(kernel, program, params or {})
     warn_unused_inputs(inputs, program, spec)
     return recorder.builder.build()
+
+
+@eqx.filter_jit
+def record_jit(kernel, chip: Chip, costs: Costs, inputs: dict, spec: tuple, params: dict):
+    """``record_kernel`` compiled (array inputs, parameters and costs traced), with the sync latencies its control
+    plane runs with: the first of the programs a run compiles, the control plane's being shared by every record of
+    a size class."""
+    return record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs), sync_latency(costs)
+
+
+@eqx.filter_jit
+def record_shapes_jit(kernel, chip: Chip, costs: Costs, shapes: dict, spec: tuple, params: dict):
+    """``record_jit`` from the inputs' shapes alone (``shapes``: zero stand-ins), for a run whose data is traced."""
+    record = record_kernel(kernel, shapes, dict(spec), chip=chip, params=params, costs=costs, shapes_only=True)
+    return record, sync_latency(costs)
 
 
 def warn_unused_inputs(inputs: dict, program: Program, outputs: tuple) -> None:

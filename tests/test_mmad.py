@@ -9,7 +9,8 @@ past the valid ``k`` holds nonzero garbage; ``C`` is first filled by a full-size
 * everything outside ``ceil16(m) x ceil16(n)`` still equals ``prior`` bit for bit,
 * ``m, k`` or ``n == 0`` leaves ``C`` untouched.
 
-Sizes are traced and swept with ``jax.vmap`` so that one compilation covers many scenarios.
+Sizes are traced (arrays), so one compilation covers many scenarios: run one after another on the
+compiled planes (``each_scenario``), and for one sweep as a ``jax.vmap`` of ``run``.
 """
 
 from __future__ import annotations
@@ -142,14 +143,25 @@ def b_matrix(inputs, b_kn=False):
     return inputs["b"] if b_kn else inputs["b"].T
 
 
-def run_sweep(chip, static: dict, inputs, outputs, traced: dict):
-    """One compilation, many scenarios: vmap aj.run over the traced params."""
+def each_scenario(one, traced: dict):
+    """``one(params)`` per scenario of ``traced`` (arrays with a leading scenario axis), stacked as a vmap stacks.
+
+    Each scenario's parameters are arrays, so each plane compiles once for all of them, and the control plane's
+    program is the one every small kernel shares; a ``jax.vmap`` would compile the whole run per test."""
+    n = len(next(iter(traced.values())))
+    rows = [one({name: jnp.asarray(v[i]) for name, v in traced.items()}) for i in range(n)]
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *rows)
+
+
+def run_sweep(chip, static: dict, inputs, outputs, traced: dict, vmap: bool = False):
+    """One compilation, many scenarios: aj.run over the traced params, one by one or (``vmap``) as one vmap."""
 
     def one(tp):
         res = aj.run(mmad_kernel, inputs, outputs, chip=chip, params={**static, **tp})
         return res.outputs, res.verdict
 
-    outs, verdicts = jax.jit(jax.vmap(one))({name: jnp.asarray(v) for name, v in traced.items()})
+    traced = {name: jnp.asarray(v) for name, v in traced.items()}
+    outs, verdicts = each_scenario(one, traced) if vmap else each_scenario(one, traced)
     return {name: np.asarray(v) for name, v in outs.items()}, np.asarray(verdicts)
 
 
@@ -252,7 +264,9 @@ def test_mmad_sweep(chip, adt, shape, b_kn):
         "src_bt": np.array([r[3][1] for r in rows]),
         "disable_gemv": np.array([r[4] for r in rows]),
     }
-    outs, verdicts = run_sweep(chip, dict(M=M, K=K, N=N, adt=adt, b_kn=b_kn), inputs, outputs_for(M, N, adt), traced)
+    static = dict(M=M, K=K, N=N, adt=adt, b_kn=b_kn)
+    vmap = (chip, adt) == SWEEP[0][:2]  # one sweep as a vmap of run, the others scenario by scenario
+    outs, verdicts = run_sweep(chip, static, inputs, outputs_for(M, N, adt), traced, vmap=vmap)
     a, b, cdt = inputs["a"], b_matrix(inputs, b_kn), C_DTYPE[adt]
     for i, (m, kk, n, (init_zero, src_bt), dg) in enumerate(rows):
         what = f"scenario {i}: m={m} k={kk} n={n} init_val={init_zero} source={src_bt} disable_gemv={dg}"
@@ -477,7 +491,7 @@ def test_gemv(chip, adt):
         "init_zero": jnp.array([r[2][0] for r in rows]),
         "src_bt": jnp.array([r[2][1] for r in rows]),
     }
-    outs, verdicts = jax.jit(jax.vmap(one))(traced)
+    outs, verdicts = each_scenario(one, traced)
     assert np.all(np.asarray(verdicts) == Verdict.OK)
     a, b = inputs["a"], inputs["b"].T
     for i, (kk, n, (iz, sb)) in enumerate(rows):
@@ -667,7 +681,7 @@ def test_int32_saturates_when_accumulating():
         res = aj.run(_int_sat_kernel, {"a": a, "b": b_nk}, {"out": ((16 * N_MMADS, 16), "int32")}, chip="a2", params=tp)
         return res.outputs["out"], res.verdict
 
-    outs, verdicts = jax.jit(jax.vmap(one))({k: jnp.asarray(v) for k, v in traced.items()})
+    outs, verdicts = each_scenario(one, traced)
     assert np.all(np.asarray(verdicts) == Verdict.OK)
     j = np.arange(1, N_MMADS + 1, dtype=np.int64)[:, None]  # after the j-th mmad
     per_mmad = 127 * col.astype(np.int64)[None, :] * KSAT

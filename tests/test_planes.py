@@ -231,3 +231,50 @@ def test_a_run_on_other_inputs_reuses_the_control_plane_and_other_operands_do_no
     found = aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=changed)
     assert CONTROL_CACHE.misses == misses + 1
     assert found.report().verdict is not first.report().verdict
+
+
+def test_a_transformation_of_the_data_alone_reuses_the_control_plane():
+    """Under ``jit`` / ``vmap`` / ``grad`` of the inputs only, the record comes from the inputs' shapes and the
+    control plane runs once, concretely: a second jitted call on other data runs no control plane, the outputs are
+    the eager run's bit for bit, and the verdict is a host value."""
+    from ascjax.planes import CONTROL_CACHE
+
+    case = aj.build_case(str(KERNELS / "phases.py"), "kloop_recipe")
+    names = sorted(case.inputs)
+
+    def outputs(*xs):
+        r = aj.run(case.kernel, dict(zip(names, xs)), case.outputs, chip=case.chip, params=case.params)
+        assert not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(r.control))  # it ran on the host
+        return r.outputs
+
+    xs = [jnp.asarray(case.inputs[n]) for n in names]
+    eager = outputs(*xs)
+    misses = CONTROL_CACHE.misses
+    jitted = jax.jit(outputs)(*xs)
+    again = jax.jit(outputs)(*(x[::-1] for x in xs))
+    batched = jax.vmap(outputs)(*(jnp.stack([x, x[::-1]]) for x in xs))
+    assert CONTROL_CACHE.misses <= misses + 1  # the shapes' record once, then reused
+    for out, want in case.reference({n: np.asarray(x)[::-1] for n, x in zip(names, xs)}).items():
+        np.testing.assert_allclose(np.asarray(again[out], np.float64), want, atol=case.atol, rtol=0)
+        np.testing.assert_array_equal(np.asarray(batched[out][1]), np.asarray(again[out]))
+        np.testing.assert_array_equal(np.asarray(jitted[out]), np.asarray(eager[out]))
+
+
+def test_a_kernel_that_reads_gm_contents_is_traced_whole_under_a_transformation():
+    """A record made from the inputs' shapes cannot see data: a kernel reading GM (``k.gm``) runs as one program."""
+
+    def kernel(k):
+        scale = k.gm("x")[0, 0]  # a value of the data, read while the kernel is traced
+        with k.vector(0):
+            t = k.alloc("UB", (16, 16), "float32")
+            k.copy_gm2ub(t, "x")
+            k.sync_notify("MTE2", "V", 0)
+            k.sync_wait("MTE2", "V", 0)
+            k.mul(t, t, scale)
+            k.sync_notify("V", "MTE3", 0)
+            k.sync_wait("V", "MTE3", 0)
+            k.copy_ub2gm("out", t)
+
+    x = jnp.arange(256, dtype=jnp.float32).reshape(16, 16) + 2
+    out = jax.jit(lambda x: aj.run(kernel, {"x": x}, {"out": ((16, 16), "float32")}, chip="950").outputs["out"])(x)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(x * x[0, 0]))

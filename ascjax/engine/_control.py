@@ -82,7 +82,8 @@ def _pad_operands(op: dict, st: Static) -> dict:
     out = {}
     for name, x in op.items():
         widths = [(0, st.n_instances - x.shape[0])] + [(0, slots.get(name[:2], 0) - x.shape[-1])] * (x.ndim - 1)
-        out[name] = jnp.pad(x, widths)
+        traced = isinstance(x, jax.core.Tracer)  # concrete: padded on the host, no program compiled per shape
+        out[name] = jnp.pad(x, widths) if traced else np.pad(np.asarray(x), widths)
     return out
 
 

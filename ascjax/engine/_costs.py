@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._options import SyncLatency
@@ -86,7 +87,7 @@ class Costs(eqx.Module):
 
 def default_costs(chip) -> Costs:
     """The cost table of a chip; each number's source is given beside it (facts = ascend-facts.md)."""
-    f = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    f = lambda x: np.asarray(x, np.float32)  # noqa: E731  (host arrays: a default table is never a tracer)
     arch_3510 = chip.arch == "3510"
     return Costs(
         # facts §7 "Cube per cycle": f16/bf16 16x16x16, int8 16x16x32; f32 16x16x4 (2201) / 16x16x1 (3510);

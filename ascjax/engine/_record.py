@@ -665,25 +665,40 @@ class _Layout:
         )
 
     def gather(self, values: list, dtype):
-        """Per entry one value (static, or an array over the entry's loops), for every instance."""
+        """Per entry one value (static, or an array over the entry's loops), for every instance. A NumPy array
+        when every value is static: only the traced columns become operations of the recording's program."""
         if not self.entries:
-            return jnp.zeros((0,), dtype)
-        parts = [
-            jnp.broadcast_to(jnp.asarray(v, dtype), e.operands["enable"].shape).reshape(-1)
-            for e, v in zip(self.entries, values)
-        ]
-        return jnp.take(jnp.concatenate(parts), jnp.asarray(self.index))
+            return np.zeros((0,), dtype)
+        chunks, run = [], []
+        for e, v in zip(self.entries, values):
+            shape = e.operands["enable"].shape
+            if isinstance(v, jax.Array):
+                chunks.extend([np.concatenate(run)] if run else [])
+                chunks.append(jnp.broadcast_to(jnp.asarray(v, dtype), shape).reshape(-1))
+                run = []
+            else:
+                run.append(np.broadcast_to(np.asarray(v, dtype), shape).reshape(-1))
+        if not chunks:
+            return np.concatenate(run)[self.index]
+        chunks.extend([np.concatenate(run)] if run else [])
+        return jnp.take(jnp.concatenate(chunks), jnp.asarray(self.index))
 
     def pick(self, tables: list, choices: list):
         """Per instance, row ``choice`` of its entry's [n_candidates, 2] table, and whether the choice was in range."""
         counts = np.asarray([len(tables[i]) for i in range(len(self.entries))], np.int32)
         bases = np.concatenate([[0], np.cumsum(np.maximum(counts, 1))[:-1]]).astype(np.int32)
         rows = [np.asarray(t, np.int32).reshape(-1, 2) if len(t) else np.full((1, 2), -1, np.int32) for t in tables]
-        table = jnp.asarray(np.concatenate(rows)) if rows else jnp.zeros((1, 2), jnp.int32)
+        table = np.concatenate(rows) if rows else np.zeros((1, 2), np.int32)
         choice = self.gather(choices, jnp.int32)
-        count, base = jnp.asarray(counts[self.entry]), jnp.asarray(bases[self.entry])
+        xp = _xp(choice)
+        count, base = counts[self.entry], bases[self.entry]
         ok = (choice >= 0) & (choice < count)
-        return jnp.take(table, base + jnp.clip(choice, 0, jnp.maximum(count, 1) - 1), axis=0), ok
+        return xp.take(table, base + xp.clip(choice, 0, np.maximum(count, 1) - 1), axis=0), ok
+
+
+def _xp(*xs):
+    """NumPy when every value is a host array (a static column stays a constant), else jax.numpy."""
+    return np if all(isinstance(x, np.ndarray) for x in xs) else jnp
 
 
 def _build(b: RecordBuilder) -> Record:
@@ -817,15 +832,16 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
         has = np.asarray([a is not None for a in at], bool)[layout.entry]
         lo, hi = picked[:, 0], picked[:, 1]
         if any(windowed):  # a window: ``units`` atoms from its start (its range is cut at every unit)
-            is_win = jnp.asarray(np.asarray(windowed)[layout.entry])
+            is_win = np.asarray(windowed)[layout.entry]
             start = layout.gather([a.choice if w else 0 for a, w in zip(at, windowed)], jnp.int32)
-            units = jnp.asarray(np.asarray([a.window[1] if w else 0 for a, w in zip(at, windowed)])[layout.entry])
+            units = np.asarray([a.window[1] if w else 0 for a, w in zip(at, windowed)])[layout.entry]
+            xp = _xp(start, lo, ok)
             inside = (start >= 0) & (start + units <= hi - lo)
-            ok = jnp.where(is_win, inside, ok)
-            lo, hi = jnp.where(is_win, lo + start, lo), jnp.where(is_win, lo + start + units, hi)
+            ok = xp.where(is_win, inside, ok)
+            lo, hi = xp.where(is_win, lo + start, lo), xp.where(is_win, lo + start + units, hi)
         los.append(lo)
         his.append(hi)
-        oks.append(ok | ~jnp.asarray(has))
+        oks.append(ok | ~has)
         ons.append(layout.gather([a.when if a else True for a in at], bool))
         spans.append(
             max([hi - lo for t, w in zip(tables, windowed) if not w for lo, hi in t]
@@ -836,7 +852,7 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
                 foot[e, j] = (min(lo for lo, _ in t), max(hi for _, hi in t))
                 traced[e, j] = at[e].traced
     valid = np.asarray([[j < len(x) for j in range(width)] for x in of], bool).reshape(-1, width)[layout.entry]
-    stack = lambda xs: jnp.stack(xs, 1).reshape(n, width)
+    stack = lambda xs: _xp(*xs).stack(xs, 1).reshape(n, width)
     names = ("lo", "hi", "ok", "on")
     operands = {f"{prefix}_{name}": stack(col) for name, col in zip(names, (los, his, oks, ons))}
     return (
@@ -897,9 +913,9 @@ def _uf_operands(layout: _Layout, uf_cuts):
     """``uf_lo`` / ``uf_hi`` [N]: the unit-flag atom run; ``uf_ok``: its choice was in range."""
     n = layout.index.shape[0]
     if n == 0 or not uf_cuts:
-        z = jnp.zeros((n,), jnp.int32)
-        return {"uf_lo": z, "uf_hi": z, "uf_ok": jnp.ones((n,), bool)}
+        z = np.zeros((n,), np.int32)
+        return {"uf_lo": z, "uf_hi": z, "uf_ok": np.ones((n,), bool)}
     tables = [[(uf_cuts.index(lo), uf_cuts.index(hi)) for lo, hi in e.uf_ranges] for e in layout.entries]
     picked, ok = layout.pick(tables, [e.operands["uf_choice"] for e in layout.entries])
     has = np.asarray([bool(e.uf_ranges) for e in layout.entries])[layout.entry]
-    return {"uf_lo": picked[:, 0], "uf_hi": picked[:, 1], "uf_ok": ok | ~jnp.asarray(has)}
+    return {"uf_lo": picked[:, 0], "uf_hi": picked[:, 1], "uf_ok": ok | ~has}

@@ -1,8 +1,9 @@
 """The record's template as the control plane reads it: NumPy tables padded to size buckets.
 
 Padding to buckets lets one compiled program serve every record of similar size: the tables
-are traced arrays, and only the bucketed sizes are static. Built once per template and
-options (cached), turned into JAX arrays at each call so that no array outlives a trace.
+are traced arrays, and only the padded sizes are static. Small records are padded to a size
+class (``SIZE_CLASSES``), so they all share one program. Built once per template and options
+(cached), as NumPy arrays: the control plane's ``filter_jit`` traces them.
 
 Besides the queues and sync resources, the tables hold the candidate conflict pairs: every
 (write, access) pair of two queues whose footprints overlap. Footprints are static (tiles
@@ -15,8 +16,6 @@ from __future__ import annotations
 import functools
 
 import equinox as eqx
-import jax
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Int
 
@@ -129,16 +128,54 @@ def _pad(x, shape, fill):
 
 
 def static(t: Template, options: ControlOptions) -> Static:
-    """The padded tables as JAX arrays (made here, at the call, so that no array outlives a trace)."""
-    return jax.tree.map(jnp.asarray, tables(t, options))
+    """The padded tables of ``t`` (NumPy; ``filter_jit`` traces them, so one compile serves every record of a size
+    class)."""
+    return tables(t, options)
+
+
+#: Size classes: every padded size of a record that fits one of them is the class's, so the records of the tests, the
+#: seed cases and a first kernel share a handful of compiled control planes (its compile costs seconds, a padded step
+#: microseconds). A record past every class keeps its own power-of-two buckets.
+SIZE_CLASSES = (
+    {
+        "instances": 128, "queues": 16, "queue_length": 64, "channels": 4, "uf_atoms": 8, "fences": 16,
+        "counters": 2, "atoms": 1024, "accesses": 256, "pairs": 512, "race_rows": 128, "sync_rows": 64,
+        "id_rows": 16, "uninit_rows": 128, "uninit_write_rows": 128, "bound_rows": 32, "fault_rows": 16,
+        "seg_major_rows": 32, "seg_major_depth": 64, "seg_minor_rows": 32, "seg_minor_depth": 64,
+        "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 64, "read_slots": 16, "write_slots": 8,
+    },
+    {
+        "instances": 512, "queues": 16, "queue_length": 256, "channels": 8, "uf_atoms": 16, "fences": 64,
+        "counters": 16, "atoms": 4096, "accesses": 1024, "pairs": 4096, "race_rows": 512, "sync_rows": 256,
+        "id_rows": 64, "uninit_rows": 512, "uninit_write_rows": 512, "bound_rows": 128, "fault_rows": 64,
+        "seg_major_rows": 64, "seg_major_depth": 256, "seg_minor_rows": 64, "seg_minor_depth": 256,
+        "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 128, "read_slots": 32, "write_slots": 16,
+    },
+)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=64)  # one set of padded tables per record and options, not one per call
 def tables(t: Template, options: ControlOptions) -> Static:
-    """The template padded to its size bucket, with the options folded in (NumPy, on the host)."""
-    n, q = bucket(t.n_instances, INSTANCE_FLOOR), bucket(t.n_queues, 4)
-    length = bucket(t.qlist.shape[1], 16)
-    n_channels, n_uf = bucket(len(t.channel_keys), 2), bucket(t.uf_atom_blocks.shape[0], 2)
+    """The template padded to its size class (or its own buckets), with the options folded in (NumPy, on the
+    host)."""
+    natural: dict = {}
+
+    def measure(name: str, n: int, floor: int) -> int:
+        natural[name] = max(natural.get(name, 0), bucket(n, floor))
+        return natural[name]
+
+    own = _build(t, options, measure)
+    for sizes in SIZE_CLASSES:
+        if all(natural[name] <= sizes[name] for name in natural):
+            return _build(t, options, lambda name, n, floor, sizes=sizes: sizes[name])
+    return own
+
+
+def _build(t: Template, options: ControlOptions, size) -> Static:
+    """The tables with every padded size from ``size(name, count, floor)``."""
+    n, q = size("instances", t.n_instances, INSTANCE_FLOOR), size("queues", t.n_queues, 4)
+    length = size("queue_length", t.qlist.shape[1], 16)
+    n_channels, n_uf = size("channels", len(t.channel_keys), 2), size("uf_atoms", t.uf_atom_blocks.shape[0], 2)
     pipe_of = t.queues[t.queue] % len(Pipe)
     sync = t.sync
     fence = (sync == Sync.BARRIER_ALL) | (pipe_of == int(Pipe.S))
@@ -147,15 +184,19 @@ def tables(t: Template, options: ControlOptions) -> Static:
     if options.cross_wait_blocks_core:
         fence |= sync == Sync.CROSS_WAIT
     per_core = [np.flatnonzero((t.core == c) & fence) for c in range(3)]  # instances are in program order per core
-    fence_list = np.full((3, bucket(max(p.size for p in per_core) + 1, 4)), -1, np.int32)
+    fence_list = np.full((3, size("fences", max(p.size for p in per_core) + 1, 4)), -1, np.int32)
     for c, p in enumerate(per_core):
         fence_list[c, : p.size] = p
     nu = t.uf_atom_blocks.shape[0]
     m_queue = [i for i, g in enumerate(t.queues) if int(g) == gpipe(AIC, Pipe.M)]
     m_list = _pad(t.qlist[m_queue[0]] if m_queue else np.full(1, -1, np.int32), length, -1)
-    acc = _accesses(t, n)
+    widths = (
+        size("read_slots", t.read_valid.shape[1], READ_SLOT_FLOOR),
+        size("write_slots", t.write_valid.shape[1], WRITE_SLOT_FLOOR),
+    )
+    acc = _accesses(t, n, widths)
     pairs = _pairs(t, acc)
-    n_pairs = bucket(len(pairs), PAIR_FLOOR)
+    n_pairs = size("pairs", len(pairs), PAIR_FLOOR)
     race_inst, reporter = np.unique(acc["inst"][pairs].reshape(-1), return_inverse=True)
     reporter = reporter.reshape(-1, 2)
     uninit_reads, uninit_writes = _uninit(t, acc)
@@ -164,57 +205,69 @@ def tables(t: Template, options: ControlOptions) -> Static:
     fault_inst = fault_at[0].astype(np.int32)
     fault_kind = np.asarray([int(FAULT_KINDS[j]) for j in fault_at[1]], np.int32)
     sync_rows = _sync_rows(t, options)
-    listed = lambda x, floor=LIST_FLOOR: _pad(x, bucket(len(x), floor), 0)
-    valid = lambda x, floor=LIST_FLOOR: _pad(np.ones(len(x), bool), bucket(len(x), floor), False)
+    rows = {
+        "race_rows": size("race_rows", len(race_inst), 16), "sync_rows": size("sync_rows", len(sync_rows[0]), LIST_FLOOR),
+        "id_rows": size("id_rows", len(id_inst), LIST_FLOOR), "uninit_rows": size("uninit_rows", len(uninit_reads), LIST_FLOOR),
+        "bound_rows": size("bound_rows", len(bound_accs), LIST_FLOOR), "fault_rows": size("fault_rows", len(fault_inst), LIST_FLOOR),
+    }  # fmt: skip
+    listed = lambda x, width: _pad(x, width, 0)
+    valid = lambda x, width: _pad(np.ones(len(x), bool), width, False)
     groups = {  # every static finding row: (its instance, its kind) per group, the row count padded
-        "races": (race_inst, Finding.RACE, bucket(len(race_inst), 16)),
+        "races": (race_inst, Finding.RACE, rows["race_rows"]),
         "small_tile": (m_list, Finding.RACE, length),
-        "sync_events": (sync_rows[0], sync_rows[1], bucket(len(sync_rows[0]), LIST_FLOOR)),
-        "event_ids": (id_inst, Finding.SYNC_ERROR, bucket(len(id_inst), LIST_FLOOR)),
-        "uninitialised": (acc["inst"][uninit_reads], Finding.UNINITIALIZED, bucket(len(uninit_reads), LIST_FLOOR)),
-        "bounds": (acc["inst"][bound_accs], Finding.BOUNDS, bucket(len(bound_accs), LIST_FLOOR)),
-        "faults": (fault_inst, fault_kind, bucket(len(fault_inst), LIST_FLOOR)),
+        "sync_events": (sync_rows[0], sync_rows[1], rows["sync_rows"]),
+        "event_ids": (id_inst, Finding.SYNC_ERROR, rows["id_rows"]),
+        "uninitialised": (acc["inst"][uninit_reads], Finding.UNINITIALIZED, rows["uninit_rows"]),
+        "bounds": (acc["inst"][bound_accs], Finding.BOUNDS, rows["bound_rows"]),
+        "faults": (fault_inst, fault_kind, rows["fault_rows"]),
     }
-    seg_major, seg_minor = _segments(t, [groups[g] for g in ROW_GROUPS])
+    seg_major, seg_minor = _segments(t, [groups[g] for g in ROW_GROUPS], size)
     spans = {False: t.read_span, True: t.write_span}
-    span = lambda idx: bucket(max((spans[bool(acc["write"][i])][acc["slot"][i]] for i in idx), default=1), 1)
-    m = bucket(acc["inst"].size + 1, LIST_FLOOR)  # at least one padding access, never live
+    span = lambda name, idx: size(name, max((spans[bool(acc["write"][i])][acc["slot"][i]] for i in idx), default=1), 1)
+    m = size("accesses", acc["inst"].size + 1, LIST_FLOOR)  # at least one padding access, never live
+    n_uninit_writes = size("uninit_write_rows", len(uninit_writes), LIST_FLOOR)
     return Static(
         entry=_pad(t.entry, n, 0), core=_pad(t.core, n, 0), queue=_pad(t.queue, n, 0), pidx=_pad(t.pidx, n, NEVER),
         sync=_pad(t.sync, n, 0), uf_role=_pad(t.uf_role, n, 0), flag_base=_pad(t.flag_base, n, -1),
         flag_scale=_pad(t.flag_scale, n, 0), cross_base=_pad(t.cross_base, n, 0),
-        cross_scale=_pad(t.cross_scale, n, 0), cross_ids=_pad(np.asarray(t.cross_ids, np.int32), bucket(len(t.cross_ids), 2), -1),
+        cross_scale=_pad(t.cross_scale, n, 0),
+        cross_ids=_pad(np.asarray(t.cross_ids, np.int32), size("counters", len(t.cross_ids), 2), -1),
         channels=_pad(t.channels, (n, 2), -1), channel_alt=_pad(t.channel_alt, (n, 4), -1),
         fence=_pad(fence, n, False), qlist=_pad(t.qlist, (q, length), -1),
         queue_core=_pad(t.queues // len(Pipe), q, 0), fence_list=fence_list,
-        atom_init=_pad(t.atom_init, bucket(t.n_atoms, 16), False), uf_valid=_pad(np.ones(nu, bool), n_uf, False),
+        atom_init=_pad(t.atom_init, size("atoms", t.n_atoms, 16), False), uf_valid=_pad(np.ones(nu, bool), n_uf, False),
         uf_start=_pad(t.uf_atom_blocks[:, 0], n_uf, 0), uf_stride=_pad(t.uf_stride, (n, 2), 0),
         channel_valid=_pad(np.ones(len(t.channel_keys), bool), n_channels, False),
         sub_channel=_pad(np.asarray([k[1] == SUB for k in t.channel_keys], bool), n_channels, False),
         acc_flat=_pad(acc["flat"], m, 0), acc_inst=_pad(acc["inst"], m, 0), acc_slot=_pad(acc["slot"], m, 0),
         acc_write=_pad(acc["write"], m, False), acc_valid=_pad(np.ones(acc["inst"].size, bool), m, False),
-        pair_write=listed(pairs[:, 0], PAIR_FLOOR), pair_other=listed(pairs[:, 1], PAIR_FLOOR),
-        pair_valid=valid(pairs, PAIR_FLOOR),
-        race_inst=listed(race_inst, 16), pair_reporter=_pad(reporter, (n_pairs, 2), 0),
-        uninit_reads=listed(uninit_reads),
-        uninit_writes=_pad(uninit_writes, bucket(len(uninit_writes), LIST_FLOOR), m - 1),  # padding: never lands
-        bound_accs=listed(bound_accs), id_inst=listed(id_inst),
-        fault_inst=listed(fault_inst), fault_kind=listed(fault_kind), fault_valid=valid(fault_inst),
-        sync_inst=listed(sync_rows[0]), sync_kind=listed(sync_rows[1]), sync_at_end=listed(sync_rows[2]),
+        pair_write=listed(pairs[:, 0], n_pairs), pair_other=listed(pairs[:, 1], n_pairs),
+        pair_valid=valid(pairs, n_pairs),
+        race_inst=listed(race_inst, rows["race_rows"]), pair_reporter=_pad(reporter, (n_pairs, 2), 0),
+        uninit_reads=listed(uninit_reads, rows["uninit_rows"]),
+        uninit_writes=_pad(uninit_writes, n_uninit_writes, m - 1),  # padding: never lands
+        bound_accs=listed(bound_accs, rows["bound_rows"]), id_inst=listed(id_inst, rows["id_rows"]),
+        fault_inst=listed(fault_inst, rows["fault_rows"]), fault_kind=listed(fault_kind, rows["fault_rows"]),
+        fault_valid=valid(fault_inst, rows["fault_rows"]),
+        sync_inst=listed(sync_rows[0], rows["sync_rows"]), sync_kind=listed(sync_rows[1], rows["sync_rows"]),
+        sync_at_end=listed(sync_rows[2], rows["sync_rows"]),
         m_list=m_list, seg_major=seg_major, seg_minor=seg_minor,
-        n_flags=bucket(len(t.flag_bits), 8), n_entries=bucket(len(t.entries), 32),
+        n_flags=size("flags", len(t.flag_bits), 8), n_entries=size("entries", len(t.entries), 32),
         n_flag_ids=t.n_flag_ids, n_cross_ids=t.n_cross_ids, depth=COUNTER_DEPTH if options.counter_chip else 1,
-        uninit_span=span(uninit_reads), uninit_write_span=span(uninit_writes),
-        n_read_slots=bucket(t.read_valid.shape[1], READ_SLOT_FLOOR),
-        n_write_slots=bucket(t.write_valid.shape[1], WRITE_SLOT_FLOOR),
+        uninit_span=span("uninit_span", uninit_reads), uninit_write_span=span("uninit_write_span", uninit_writes),
+        n_read_slots=widths[0], n_write_slots=widths[1],
     )  # fmt: skip
 
 
-def _accesses(t: Template, n: int) -> dict:
+def _accesses(t: Template, n: int, widths: tuple[int, int] | None = None) -> dict:
     """Every used access slot, reads then writes: its instance, slot, footprint, and flat operand index.
 
-    The flat index addresses the reads' [n, Rr] operands followed by the writes' [n, Rw] (padded sizes)."""
-    rr, rw = bucket(t.read_valid.shape[1], READ_SLOT_FLOOR), bucket(t.write_valid.shape[1], WRITE_SLOT_FLOOR)
+    The flat index addresses the reads' [n, Rr] operands followed by the writes' [n, Rw] (``widths``: the padded
+    slot counts Rr, Rw; default: the record's own buckets)."""
+    rr, rw = widths or (
+        bucket(t.read_valid.shape[1], READ_SLOT_FLOOR),
+        bucket(t.write_valid.shape[1], WRITE_SLOT_FLOOR),
+    )
     parts = []
     for valid, foot, traced, width, base, write in (
         (t.read_valid, t.read_foot, t.read_traced, rr, 0, False),
@@ -275,7 +328,7 @@ def _members(group: np.ndarray, n_groups: int) -> np.ndarray:
     return out
 
 
-def _segments(t: Template, groups: list):
+def _segments(t: Template, groups: list, size):
     """The (kind, site) segments of the static rows, sorted by kind then site, as member tables: one for the
     kinds more severe than LEFTOVER, one for the others. Padding rows are in no segment."""
     inst, kind, row = [], [], 0
@@ -293,6 +346,6 @@ def _segments(t: Template, groups: list):
     group = np.where(key >= 0, np.searchsorted(used, key), -1)
     members = _members(group, len(used))
     major = used // (len(t.entries) + 1) < Finding.LEFTOVER
-    shape = lambda m: (bucket(m.shape[0], 8), bucket(m.shape[1], 4))
-    split = [members[major], members[~major]]
-    return tuple(_pad(m, shape(m), row) for m in split)
+    split = {"seg_major": members[major], "seg_minor": members[~major]}
+    shape = lambda name, m: (size(f"{name}_rows", m.shape[0], 8), size(f"{name}_depth", m.shape[1], 4))
+    return tuple(_pad(m, shape(name, m), row) for name, m in split.items())
