@@ -151,10 +151,9 @@ def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions,
 def planes_data_traced(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
                        params: dict):  # fmt: skip
     """``planes_cached`` for a run whose inputs are traced and whose parameters and costs are not (a ``grad`` or
-        ``vmap`` over the data, a ``jit`` around ``run``): the record, made from the inputs' shapes, and the control plane
-        run now, concretely (cached); the caller's transformation holds the data plane alone (compiled, as in
-    ``planes_cached``). A kernel whose record reads GM
-        contents is traced whole instead (``planes_jit``)."""
+    ``vmap`` over the data, a ``jit`` around ``run``): the record, made from the inputs' shapes, and the control
+    plane run now, on the host (cached); the caller's transformation holds the data plane alone, compiled as in
+    ``planes_cached``. A kernel that reads GM contents while it is recorded is traced whole (``planes_jit``)."""
     try:
         with jax.core.eval_context():  # run now, on the host's values, whatever trace encloses the call
             shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()}

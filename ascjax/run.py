@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .check import CheckResult, verdict_codes
@@ -155,8 +156,8 @@ def run(
         how = planes
     elif traced((args[-1], costs)):  # the record's operands are traced: one program
         how = planes_jit
-    else:
-        how = planes_data_traced if traced(inputs) else planes_cached
+    else:  # inside a jit / eval_shape a new array is a tracer: the control plane then runs on the host, aside
+        how = planes_data_traced if traced(inputs) or traced(jnp.zeros(())) else planes_cached
     state, record, found = how(*args)
     result = Result({name: state.gm[name] for name, _ in spec}, state, record, found, costs, chip)
     return raise_if_failed(result, result.verdict) if throw else result

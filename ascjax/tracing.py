@@ -105,12 +105,12 @@ def record_kernel(
     shapes_only: bool = False,
 ):
     """Record ``kernel(k, **params)`` on one block without computing data: the engine's ``Record`` of its issues,
-        each with its cycles from ``costs`` (default: the chip's table). An input the kernel never names draws an
-        ``UnusedInputWarning`` at the user's call. ``block``: a launch's ``{"block_idx": b, "block_num": n}``.
-    ``shapes_only``: the inputs stand for their shapes (their values are another program's tracers); a kernel that
-    reads GM contents (``k.gm``) raises ``NeedsData``.
+    each with its cycles from ``costs`` (default: the chip's table). An input the kernel never names draws an
+    ``UnusedInputWarning`` at the user's call. ``block``: a launch's ``{"block_idx": b, "block_num": n}``.
+    ``shapes_only``: the inputs stand for their shapes (their values are another program's tracers); a kernel
+    that reads GM contents (``k.gm``) raises ``NeedsData``.
 
-        The control plane (``ascjax.engine.run_control``) then checks the kernel's synchronisation.
+    The control plane (``ascjax.engine.run_control``) then checks the kernel's synchronisation.
     """
     chip = get_chip(chip)
     spec = output_spec(outputs)

@@ -93,11 +93,14 @@ def run_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, laten
     Pure and jittable; ``vmap`` it over records whose operands carry a batch axis (see ``sweep_control``).
     The timeline (``start``, ``end``) is indexed by instance; a deadlock leaves unexecuted ones at -1.
     """
-    st = static(record.template, options)
     lat = SyncLatency() if latency is None else latency
+    # its own program (not inside a trace): padded to a size class, so that other records reuse its compile
+    shared = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((record.operands, lat)))
+    st = static(record.template, options, shared)
     out = _run(st, _pad_operands(record.operands, st), lat, options)
-    n = record.template.n_instances if options.keep_timeline else 0
-    return eqx.tree_at(lambda r: (r.start, r.end), out, (out.start[:n], out.end[:n]))
+    n, n_all = (record.template.n_instances if options.keep_timeline else 0), record.template.n_instances
+    trimmed = (out.start[:n], out.end[:n], out.source[:n], out.racy[:n_all])  # per instance, not per padded row
+    return eqx.tree_at(lambda r: (r.start, r.end, r.source, r.racy), out, trimmed)
 
 
 def sweep_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, latency: SyncLatency | None = None):

@@ -127,10 +127,11 @@ def _pad(x, shape, fill):
     return out
 
 
-def static(t: Template, options: ControlOptions) -> Static:
-    """The padded tables of ``t`` (NumPy; ``filter_jit`` traces them, so one compile serves every record of a size
-    class)."""
-    return tables(t, options)
+def static(t: Template, options: ControlOptions, shared: bool = True) -> Static:
+    """The padded tables of ``t`` (NumPy; ``filter_jit`` traces them). ``shared``: pad a small record to its size
+    class, so that one compiled control plane serves every record of the class; else to the record's own
+    buckets (the control plane is part of a bigger program anyway, a sweep's or a transformed run's)."""
+    return tables(t, options) if shared else own_tables(t, options)
 
 
 #: Size classes: every padded size of a record that fits one of them is the class's, so the records of the tests, the
@@ -169,6 +170,12 @@ def tables(t: Template, options: ControlOptions) -> Static:
         if all(natural[name] <= sizes[name] for name in natural):
             return _build(t, options, lambda name, n, floor, sizes=sizes: sizes[name])
     return own
+
+
+@functools.lru_cache(maxsize=64)
+def own_tables(t: Template, options: ControlOptions) -> Static:
+    """The template padded to its own power-of-two buckets."""
+    return _build(t, options, lambda name, n, floor: bucket(n, floor))
 
 
 def _build(t: Template, options: ControlOptions, size) -> Static:
