@@ -117,7 +117,8 @@ def measure(scenarios=1024, repeats=5) -> dict:
     ratio_median = statistics.median(loop_s) / statistics.median(sweep_s)
     ratio_min = min(loop_s) / min(sweep_s)
     seed = {k: v[0] for k, v in grid.items()} | {"trip": jnp.asarray(8)}
-    bytes_per_scenario = state_bytes(run_control(kloop_record(**seed)))
+    # as a sweep carries it: inside the vmapped program the record keeps its own buckets (no size class)
+    bytes_per_scenario = state_bytes(jax.jit(lambda: run_control(kloop_record(**seed)))())
     counts = {int(v): int(c) for v, c in zip(*np.unique(by_sweep, return_counts=True))}
     return {
         "benchmark": f"control plane (engine v2): {scenarios} distinct seed-000 K-loop scenarios",
