@@ -28,11 +28,11 @@ import numpy as np
 
 from . import dataplane
 from .chip import Chip
-from .engine import ControlOptions, EmitOrder, emit_order, run_control, sync_latency
+from .engine import ControlOptions, EmitOrder, Record, emit_order, run_control, sync_latency
 from .options import Options
 from .program import NeedsData, Program
 from .state import State
-from .tracing import initial_gm, record_jit, record_kernel, record_shapes_jit, trace_kernel
+from .tracing import initial_gm, record_jit, record_kernel, trace_kernel
 
 
 def execute_data(
@@ -124,7 +124,7 @@ class ControlCache:
             self._entries.move_to_end(key)
             return hit[1:]
         self.misses += 1
-        result = run_control(record, control, latency)
+        result = run_control(Record(record.template, operands), control, latency)  # the host copy: no second transfer
         order, index = dataplane.schedule(record, result), dataplane.PoisonIndex(record)
         entry = (record.template, result, order, index, emit_order(record, result))
         self._entries[key] = entry
@@ -142,7 +142,12 @@ def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions,
     """``planes`` as three compiled programs, the control plane's run reused for equal records and operands
     (``CONTROL_CACHE``). Arguments must be concrete (not under a transformation)."""
     record, latency = record_jit(kernel, chip, costs, inputs, spec, params)
-    result, order, index, emit = CONTROL_CACHE.get(record, control, latency)
+    return _data_after(kernel, chip, options, inputs, spec, params, record, CONTROL_CACHE.get(record, control, latency))
+
+
+def _data_after(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, record, control_run):
+    """The data plane compiled on its own, in the order ``control_run`` (``ControlCache.get``'s) gives."""
+    result, order, index, emit = control_run
     racy, index = (result.racy, index) if options.poison_races else (None, None)
     state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit)
     return state, record, device_order(result, emit)
@@ -157,13 +162,11 @@ def planes_data_traced(kernel, chip: Chip, options: Options, control: ControlOpt
     try:
         with jax.core.eval_context():  # run now, on the host's values, whatever trace encloses the call
             shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()}
-            record, latency = record_shapes_jit(kernel, chip, costs, shapes, spec, params)
-            result, order, index, emit = CONTROL_CACHE.get(record, control, latency)
+            record, latency = record_jit(kernel, chip, costs, shapes, spec, params, shapes_only=True)
+            control_run = CONTROL_CACHE.get(record, control, latency)
     except NeedsData:
         return planes_jit(kernel, chip, options, control, costs, inputs, spec, params)
-    racy, index = (result.racy, index) if options.poison_races else (None, None)
-    state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit)
-    return state, record, device_order(result, emit)
+    return _data_after(kernel, chip, options, inputs, spec, params, record, control_run)
 
 
 def resolve_control(chip: Chip, options: Options, control: ControlOptions | None) -> ControlOptions:

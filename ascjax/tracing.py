@@ -126,17 +126,11 @@ def record_kernel(
 
 
 @eqx.filter_jit
-def record_jit(kernel, chip: Chip, costs: Costs, inputs: dict, spec: tuple, params: dict):
+def record_jit(kernel, chip: Chip, costs: Costs, inputs: dict, spec: tuple, params: dict, shapes_only: bool = False):
     """``record_kernel`` compiled (array inputs, parameters and costs traced), with the sync latencies its control
-    plane runs with: the first of the programs a run compiles, the control plane's being shared by every record of
-    a size class."""
-    return record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs), sync_latency(costs)
-
-
-@eqx.filter_jit
-def record_shapes_jit(kernel, chip: Chip, costs: Costs, shapes: dict, spec: tuple, params: dict):
-    """``record_jit`` from the inputs' shapes alone (``shapes``: zero stand-ins), for a run whose data is traced."""
-    record = record_kernel(kernel, shapes, dict(spec), chip=chip, params=params, costs=costs, shapes_only=True)
+    plane runs with. ``shapes_only`` (static: a program of its own): the inputs are zero stand-ins of their shapes,
+    for a run whose data is traced."""
+    record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, shapes_only=shapes_only)
     return record, sync_latency(costs)
 
 
