@@ -7,38 +7,48 @@ import os as _os
 # (it takes effect when ascjax is imported before jax).
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from . import isa, layout, ops, pl
-from .case import Case, build_case, case, load_cases, run_case
-from .check import CheckResult, check, control_options
-from .chip import CHIPS, Chip, get_chip
-from .compile_cache import enable_compile_cache
+from . import isa
 from .core import (
+    CHIPS,
+    Allocator,
     AscjaxError,
     BoundsError,
     Buffer,
+    Chip,
     DeadlockError,
     Format,
     LayoutError,
     LeftoverSignalError,
+    Options,
     Pipe,
     RaceError,
     SyncError,
     SyncMode,
+    Tile,
     UninitializedError,
     Verdict,
+    formats,
+    get_chip,
+    layout,
 )
-from .engine import Costs, default_costs
-from .launch import LaunchResult, launch
-from .memory import Allocator, Tile
-from .ops import AccPhase, AccToVecMode, RoundMode, STPhase, UnitFlagMode
-from .options import Options
-from .program import Program
+from .engine import Costs, State, default_costs
+from .front import Program, TileGroup, TileSlot, UnusedInputWarning, pl
+from .isa import ops
+from .isa.ops import AccPhase, AccToVecMode, RoundMode, STPhase, UnitFlagMode
 from .report import Report
-from .run import Result, run
-from .state import State
-from .sweep import SweepTable, sweep
-from .tile_group import TileGroup, TileSlot
-from .tracing import UnusedInputWarning
+from .runner import CheckResult, LaunchResult, Result, check, control_options, launch, run
+from .tools import (
+    Case,
+    SweepTable,
+    build_case,
+    case,
+    compare,
+    enable_compile_cache,
+    golden,
+    load_cases,
+    run_case,
+    sweep,
+)
 
 __version__ = "0.1.0"
 
@@ -53,6 +63,9 @@ __all__ = [
     "TileGroup",
     "TileSlot",
     "pl",
+    "formats",
+    "compare",
+    "golden",
     "Options",
     "Costs",
     "default_costs",

@@ -1,7 +1,7 @@
 import sys
 
-from .cli import main
-from .compile_cache import enable_compile_cache
+from .tools._compile_cache import enable_compile_cache
+from .tools.cli import main
 
 enable_compile_cache()  # a second run of the same kernel starts in seconds
 sys.exit(main())

@@ -20,8 +20,8 @@ from _timing import claim, main
 
 import ascjax as aj
 from ascjax.engine import default_costs
-from ascjax.planes import planes
-from ascjax.tracing import output_spec
+from ascjax.front._tracing import output_spec
+from ascjax.runner._planes import planes
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
 import flash_attention as fa  # noqa: E402

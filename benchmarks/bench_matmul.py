@@ -25,10 +25,10 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import ascjax as aj
-from ascjax import dataplane
+from ascjax.engine import _dataplane as dataplane
 from ascjax.engine import run_control
-from ascjax.planes import execute_data
-from ascjax.tracing import output_spec, record_kernel
+from ascjax.front._tracing import output_spec, record_kernel
+from ascjax.runner._planes import execute_data
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
 from matmul import matmul_case  # noqa: E402
@@ -93,7 +93,7 @@ def ascjax_matmul(case, sanitize):
 
 def ascjax_run_reused(case):
     """``ascjax.run`` as a user calls it (not inside a ``jit``): the control plane's findings are reused for a
-    record with the operands of an earlier run (``ascjax.planes.CONTROL_CACHE``), so a call costs the recording's
+    record with the operands of an earlier run (``ascjax.runner._planes.CONTROL_CACHE``), so a call costs the recording's
     operands, one hash and the data plane."""
 
     def go(a, b):

@@ -18,8 +18,8 @@ from _timing import claim, interleaved_seconds, main
 
 import ascjax as aj
 from ascjax.engine import default_costs
-from ascjax.planes import planes
-from ascjax.tracing import output_spec
+from ascjax.front._tracing import output_spec
+from ascjax.runner._planes import planes
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
 import pingpong  # noqa: E402

@@ -20,10 +20,10 @@ import time
 import numpy as np
 
 import ascjax as aj
-from ascjax.compare import compare_files
-from ascjax.formats.device_bytes import to_device_bytes
-from ascjax.golden import write_golden
-from ascjax.timeline import summary_text
+from ascjax.core.formats.device_bytes import to_device_bytes
+from ascjax.report import summary_text
+from ascjax.tools.compare import compare_files
+from ascjax.tools.golden import write_golden
 
 KERNEL = pathlib.Path(__file__).resolve().parent.parent / "kernels" / "flash_attention.py"
 

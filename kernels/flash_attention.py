@@ -263,7 +263,7 @@ def inputs(seq_q, seq_kv, head_dim, dtype="float16", *, heads=1, half_q=32, tile
     """Random Q, K, V for ``heads`` heads, each padded to whole tiles and stacked along rows, and
     the key mask (0 on valid keys, -inf on padding)."""
     rng = np.random.default_rng(seed)
-    np_dtype = aj.dtypes.to_numpy_dtype(dtype)
+    np_dtype = aj.core.to_numpy_dtype(dtype)
     sq, skv = padded(seq_q, 2 * half_q), padded(seq_kv, tile_kv)
     q = np.zeros((heads, sq, head_dim), np.float32)
     kk = np.zeros((heads, skv, head_dim), np.float32)

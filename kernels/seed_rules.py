@@ -13,8 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import ascjax as aj
-from ascjax import pl
-from ascjax.ops.unit_flag import UnitFlagMode
+from ascjax import UnitFlagMode, pl
 
 PIPE = pl.PipeType
 DISABLE, KEEP, UPDATE = UnitFlagMode.DISABLE, UnitFlagMode.ENABLE_KEEP, UnitFlagMode.ENABLE_UPDATE

@@ -11,8 +11,8 @@ import numpy as np
 from conftest import KERNELS
 
 import ascjax as aj
-from ascjax.cli import main
 from ascjax.core import Finding
+from ascjax.tools.cli import main
 
 
 def _check(file, name, **kw):

@@ -6,7 +6,7 @@ import sys
 
 from conftest import KERNELS, ROOT
 
-from ascjax.cli import main
+from ascjax.tools.cli import main
 
 
 def test_list(capsys):
@@ -119,7 +119,7 @@ class _Terminal:
 def test_a_long_compile_is_announced_once_to_a_person_and_a_short_one_not_at_all():
     import time
 
-    from ascjax.cli import compile_notice
+    from ascjax.tools.cli import compile_notice
 
     slow, quick, piped = _Terminal(), _Terminal(), _Terminal(tty=False)
     with compile_notice(slow, after_s=0.05):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ascjax as aj
-from ascjax.event_table import event_rows
+from ascjax.report._event_table import event_rows
 
 KERNELS = pathlib.Path(__file__).resolve().parent.parent / "kernels"
 FILES = ["matmul_softmax.py", "vec_cube.py", "engram.py", "kda.py"]

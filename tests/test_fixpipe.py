@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import ascjax as aj
-from ascjax.layout import nd_to_nz
+from ascjax.core.layout import nd_to_nz
 
 M, K, N = 48, 32, 40  # neither M nor N a multiple of 32; N not a multiple of 16
 A = np.random.default_rng(7).uniform(-4, 4, (M, K)).astype(np.float32)

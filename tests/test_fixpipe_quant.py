@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import ascjax as aj
-from ascjax.formats import hifloat8
-from ascjax.layout import nd_to_nz
+from ascjax.core.formats import hifloat8
+from ascjax.core.layout import nd_to_nz
 
 M, N = 16, 32
 SPECIAL = [np.inf, -np.inf, np.nan, 65519, 65520, 7e4, -7e4, 448, 464, 465, -480, 40959, 40960, -40960, 3.4e38, 2e-9]

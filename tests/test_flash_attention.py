@@ -17,7 +17,7 @@ from conftest import KERNELS
 
 import ascjax as aj
 from ascjax.core import AIC
-from ascjax.tracing import record_kernel
+from ascjax.front._tracing import record_kernel
 
 SEQ_Q, SEQ_KV, D, HEADS = 64, 150, 64, 2  # 150 keys: three KV tiles of 64, the last with 42 padded keys
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascjax import dtypes
-from ascjax.formats import cast, from_device_bytes, saturate, to_device_bytes
+from ascjax.core import _dtypes as dtypes
+from ascjax.core.formats import cast, from_device_bytes, saturate, to_device_bytes
 
 FLOATS = {
     "float16": np.float16,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascjax.formats import cast, hifloat8
+from ascjax.core.formats import cast, hifloat8
 
 # dot-field prefix -> (exponent bits, mantissa bits), longest prefix first
 _FIELDS = [("0000", None, 3), ("0001", 0, 3), ("001", 1, 3), ("01", 2, 3), ("10", 3, 2), ("11", 4, 1)]

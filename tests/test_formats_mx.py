@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ascjax.formats import decode, mx
+from ascjax.core.formats import decode, mx
 
 # asc-devkit kernel_type_conversion_utils.h, bfloat16 bit patterns of codes 0..15
 E1M2_BF16 = [0x0, 0x3E80, 0x3F00, 0x3F40, 0x3F80, 0x3FA0, 0x3FC0, 0x3FE0]

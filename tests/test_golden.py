@@ -16,9 +16,9 @@ from conftest import KERNELS
 
 import ascjax as aj
 from ascjax import golden
-from ascjax.cli import main
-from ascjax.compare import TOLERANCES, compare_files
-from ascjax.formats.device_bytes import from_device_bytes, to_device_bytes
+from ascjax.core.formats.device_bytes import from_device_bytes, to_device_bytes
+from ascjax.tools.cli import main
+from ascjax.tools.compare import TOLERANCES, compare_files
 
 FILE = str(KERNELS / "matmul_softmax.py")
 TARGET = f"{FILE}::matmul_softmax"

@@ -11,9 +11,9 @@ import pytest
 import ascjax as aj
 from ascjax import isa, ops, pl
 from ascjax.core import BUFFERS, Buffer, CoreKind, InstrKind, Pipe
+from ascjax.core._memory import Tile
 from ascjax.engine import Costs, Sync
-from ascjax.memory import Tile
-from ascjax.program import Program
+from ascjax.front._program import Program
 
 F16, F32 = "float16", "float32"
 

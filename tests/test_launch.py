@@ -10,7 +10,7 @@ from matmul import matmul_case
 
 import ascjax as aj
 from ascjax import pl
-from ascjax.launch import launch_cycles, merge_gm
+from ascjax.runner._launch import launch_cycles, merge_gm
 
 V = aj.Verdict
 R, C = 16, 32  # one AIV's stripe of rows

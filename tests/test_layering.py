@@ -1,8 +1,8 @@
 """The package's layers import downward only (design.md "Layering"), checked on the source.
 
-Each layer folder may import the layers listed for it and nothing else of ascjax. The
-modules at the top level of the package (the front ends, the data plane and the report layer)
-are not a layer; they may import the layers, never the reverse.
+Every module lives in a layer folder; each folder may import the layers listed for it and
+nothing else of ascjax. Only the package's ``__init__`` (the public names) and ``__main__``
+sit above them.
 """
 
 from __future__ import annotations
@@ -13,14 +13,22 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "ascjax"
-#: layer -> the layers it may import (besides itself)
-#: the data functions and tiles the registry binds
-DATA = {"ops", "memory"}
-ALLOWED = {"core": set(), "engine": {"core"}, "isa": {"core", "engine"} | DATA}
+#: layer -> the layers it may import (besides itself), bottom to top
+ALLOWED = {
+    "core": set(),
+    "engine": {"core"},
+    "isa": {"core", "engine"},
+    "report": {"core", "engine"},
+    "front": {"core", "engine", "isa"},
+    "runner": {"core", "engine", "isa", "front", "report"},
+    "tools": {"core", "engine", "isa", "front", "report", "runner"},
+}
+#: the data functions the registry binds (inside ``isa``)
+DATA = PACKAGE / "isa" / "ops"
 
 
-def _imports(path: pathlib.Path, root: pathlib.Path = PACKAGE) -> set[str]:
-    """The ascjax sub-packages / top-level modules a module imports (first component after ``ascjax``)."""
+def _imports(path: pathlib.Path, root: pathlib.Path = PACKAGE, depth: int = 1) -> set[str]:
+    """What of ascjax a module imports: the first ``depth`` components after ``ascjax``, dotted."""
     rel = path.relative_to(root).with_suffix("")
     here = list(rel.parts[:-1])
     found = set()
@@ -38,7 +46,7 @@ def _imports(path: pathlib.Path, root: pathlib.Path = PACKAGE) -> set[str]:
             names = [a.name.split(".")[1:] for a in node.names if a.name.split(".")[0] == "ascjax"]
         else:
             continue
-        found.update(n[0] for n in names if n)
+        found.update(".".join(n[:depth]) for n in names if n)
     return found
 
 
@@ -59,11 +67,19 @@ def test_the_layers_form_no_cycle():
             assert layer not in ALLOWED[other], f"{layer} and {other} import each other"
 
 
+def test_every_module_lives_in_a_layer():
+    top = {p.name for p in PACKAGE.glob("*.py")}
+    assert top == {"__init__.py", "__main__.py"}, (
+        f"modules outside a layer folder: {sorted(top - {'__init__.py', '__main__.py'})}"
+    )
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(ALLOWED), f"package folders {sorted(folders)} are not the layers {sorted(ALLOWED)}"
+
+
 def test_the_data_functions_do_not_import_the_registry():
-    for name in DATA:
-        paths = sorted((PACKAGE / name).rglob("*.py")) if (PACKAGE / name).is_dir() else [PACKAGE / f"{name}.py"]
-        for path in paths:
-            assert "isa" not in _imports(path), f"{path.relative_to(PACKAGE)} imports the registry above it"
+    for path in sorted(DATA.rglob("*.py")):
+        registry = {m for m in _imports(path, depth=2) if m.startswith("isa") and m != "isa.ops"}
+        assert not registry, f"{path.relative_to(PACKAGE)} imports the registry above it: {sorted(registry)}"
 
 
 def test_the_checker_sees_a_wrong_import(tmp_path):
@@ -71,3 +87,7 @@ def test_the_checker_sees_a_wrong_import(tmp_path):
     probe.parent.mkdir(parents=True)
     probe.write_text("from ..engine import Record\nfrom . import _kinds\nimport ascjax.run\nfrom ascjax.pl import x\n")
     assert _imports(probe, tmp_path / "ascjax") == {"engine", "core", "run", "pl"}
+    ops_probe = tmp_path / "ascjax" / "isa" / "ops" / "_probe.py"
+    ops_probe.parent.mkdir(parents=True)
+    ops_probe.write_text("from .._registry import register\nfrom . import cube\nfrom ...core import Pipe\n")
+    assert _imports(ops_probe, tmp_path / "ascjax", depth=2) == {"isa._registry", "isa.ops", "core"}

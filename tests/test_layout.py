@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 import ascjax as aj
 from ascjax import Buffer, Format
-from ascjax.layout import (
+from ascjax.core._memory import Allocator, Tile
+from ascjax.core.layout import (
     fractal_unit,
     from_fractal,
     nd_to_nz,
@@ -30,7 +31,6 @@ from ascjax.layout import (
     physical_shape,
     to_fractal,
 )
-from ascjax.memory import Allocator, Tile
 
 FRACTALS = (Format.NZ, Format.ZZ, Format.ZN)
 C0S = (8, 16, 32)

@@ -18,8 +18,8 @@ import pytest
 
 import ascjax as aj
 from ascjax import ops
+from ascjax.core.formats import hifloat8
 from ascjax.engine import cube_class, fix_class
-from ascjax.formats import hifloat8
 
 M, K, N = 16, 64, 16
 FP8 = ("float8_e4m3fn", "float8_e5m2")
@@ -288,7 +288,7 @@ def test_mx_k_must_be_a_multiple_of_64():
 def test_mx_scale_layouts_byte_order():
     """Zz scale_a [M, G] and Nn scale_b [G, N]: 16 x 2 fractals of 32 B, the two K-groups of a row (column)
     adjacent; Zz fractals run along G first, Nn fractals along G first too (big N: down the K-groups)."""
-    from ascjax.layout import to_fractal
+    from ascjax.core.layout import to_fractal
 
     rows, groups = 32, 8
     m, g = np.meshgrid(np.arange(rows), np.arange(groups), indexing="ij")

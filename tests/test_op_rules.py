@@ -7,7 +7,7 @@ import pytest
 import ascjax as aj
 
 # the helper offers GM tensor 'g' to every kernel; most of the rules here never read it
-pytestmark = pytest.mark.filterwarnings("ignore::ascjax.tracing.UnusedInputWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::ascjax.front._tracing.UnusedInputWarning")
 
 
 def _trace(body, chip="a2", inputs=None, outputs=None):

@@ -14,9 +14,9 @@ from conftest import KERNELS, REFUSED_WHILE_TRACING
 from matmul import matmul_case
 
 import ascjax as aj
-from ascjax import dataplane
-from ascjax.planes import execute_data
-from ascjax.tracing import gm_inputs, output_spec
+from ascjax.engine import _dataplane as dataplane
+from ascjax.front._tracing import gm_inputs, output_spec
+from ascjax.runner._planes import execute_data
 
 #: cases whose outputs the default suite compares with a one-block launch's; every OK case of kernels/ under -m slow
 QUICK = {("matmul.py", "matmul_256")}  # the twin test below runs vec_cube's sections against NumPy
@@ -216,7 +216,7 @@ def test_every_issue_of_the_data_plane_finds_its_record_entry(file, name, monkey
 def test_a_run_on_other_inputs_reuses_the_control_plane_and_other_operands_do_not():
     """The control plane depends on the record's operands only: a second run of the same kernel on other data
     computes the new outputs with the cached findings; other phases are another record's operands."""
-    from ascjax.planes import CONTROL_CACHE
+    from ascjax.runner._planes import CONTROL_CACHE
 
     case = aj.build_case(str(KERNELS / "phases.py"), "kloop_recipe")
     first = aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params)
@@ -237,7 +237,7 @@ def test_a_transformation_of_the_data_alone_reuses_the_control_plane():
     """Under ``jit`` / ``vmap`` / ``grad`` of the inputs only, the record comes from the inputs' shapes and the
     control plane runs once, concretely: a second jitted call on other data runs no control plane, the outputs are
     the eager run's bit for bit, and the verdict is a host value."""
-    from ascjax.planes import CONTROL_CACHE
+    from ascjax.runner._planes import CONTROL_CACHE
 
     case = aj.build_case(str(KERNELS / "phases.py"), "kloop_recipe")
     names = sorted(case.inputs)

@@ -10,7 +10,7 @@ from matmul import matmul_case
 import ascjax as aj
 from ascjax import isa
 from ascjax.core import InstrKind
-from ascjax.tracing import record_kernel
+from ascjax.front._tracing import record_kernel
 
 # the A2 table (ascjax.default_costs): facts §7
 GM_READ, GM_WRITE, MTE2_BPC, MTE3_BPC = 1400, 300, 32, 64

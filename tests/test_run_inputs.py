@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ascjax as aj
-from ascjax.tracing import UnusedInputWarning
+from ascjax.front._tracing import UnusedInputWarning
 
 A = np.ones((16, 16), np.float16)
 

@@ -8,7 +8,7 @@ import pytest
 
 import ascjax as aj
 from ascjax import pl
-from ascjax.event_table import event_rows
+from ascjax.report._event_table import event_rows
 
 OUT = {"out": ((pingpong.N_MAX * pingpong.ROWS, pingpong.D), "float32")}
 

@@ -12,10 +12,10 @@ import pytest
 
 import ascjax as aj
 from ascjax import RoundMode
-from ascjax.formats import saturate
-from ascjax.layout import nd_to_nz
-from ascjax.ops.vector import round_cast
-from ascjax.straight_through import straight_through
+from ascjax.core._straight_through import straight_through
+from ascjax.core.formats import saturate
+from ascjax.core.layout import nd_to_nz
+from ascjax.isa.ops.vector import round_cast
 
 SPECIAL = np.array(
     [0.0, -0.0, 1.3, -1.7, 3e-8, -3e-8, 465.0, -465.0, 61440.0, 65519.0, 65520.0, 1e5, -1e5, 3e38]
@@ -141,7 +141,7 @@ def _fixpipe_loss(ste):
     """sum of the float outputs of fixpipe moves of L0C ``c`` (M x 16 per move), as (loss, outputs)."""
     chip = aj.get_chip("950")
     tile = aj.Allocator(chip).alloc("L0C", (M, N * len(MOVES)), "float32")
-    gm = {name: jnp.zeros((M, N), aj.dtypes.to_numpy_dtype(d)) for name, (d, _) in MOVES.items()}
+    gm = {name: jnp.zeros((M, N), aj.core.to_numpy_dtype(d)) for name, (d, _) in MOVES.items()}
     options = aj.Options(straight_through=ste)
     state = aj.State.create(chip, gm, tuple(gm), options).add_tile(tile)
 

@@ -14,7 +14,7 @@ import zero_trip as zt
 from conftest import KERNELS, ROOT
 
 import ascjax as aj
-from ascjax.cli import main, parse_grid
+from ascjax.tools.cli import main, parse_grid
 
 FILE = str(KERNELS / "zero_trip.py")
 

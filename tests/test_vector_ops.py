@@ -467,7 +467,7 @@ def _bf16_ref(x: np.ndarray, mode: RoundMode) -> np.ndarray:
     "mode", [RoundMode.CAST_ROUND, RoundMode.CAST_FLOOR, RoundMode.CAST_CEIL, RoundMode.CAST_TRUNC], ids=str
 )
 def test_round_cast_to_bfloat16_is_exact_for_tiny_and_subnormal_float32(mode):
-    from ascjax.ops.vector import round_cast
+    from ascjax.isa.ops.vector import round_cast
 
     rng = np.random.default_rng(3)
     tiny = rng.integers(0, 0x04000000, 2048, dtype=np.uint32)  # |x| < 2^-119: subnormals and the lowest binades

@@ -11,7 +11,7 @@ import pytest
 import ascjax as aj
 from ascjax import UnitFlagMode
 from ascjax.core import Finding
-from ascjax.sites import short_path
+from ascjax.front._sites import short_path
 
 UPDATE = UnitFlagMode.ENABLE_UPDATE
 

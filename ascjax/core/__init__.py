@@ -1,8 +1,12 @@
 """The leaf layer: the vocabulary (buffers, formats, pipes), the block's topology, verdicts and findings.
 
-Nothing here imports from the rest of ascjax.
+Nothing here imports from the rest of ascjax: the leaf modules first, then the chips, tiles,
+options, dtypes, layouts and numeric formats built on them.
 """
 
+# the chips, the allocator's tiles, the run options, dtypes and layouts: built on the vocabulary above
+from . import formats as formats
+from . import layout as layout
 from ._buffers import ARCH_2201 as ARCH_2201
 from ._buffers import ARCH_3510 as ARCH_3510
 from ._buffers import BUFFERS as BUFFERS
@@ -10,6 +14,11 @@ from ._buffers import CHIP_GRANULE_BYTES as CHIP_GRANULE_BYTES
 from ._buffers import BufferRow as BufferRow
 from ._buffers import alignments as alignments
 from ._buffers import capacities as capacities
+from ._chip import CHIPS as CHIPS
+from ._chip import Chip as Chip
+from ._chip import get_chip as get_chip
+from ._dtypes import dtype_name as dtype_name
+from ._dtypes import to_numpy_dtype as to_numpy_dtype
 from ._findings import HAZARD_NAMES as HAZARD_NAMES
 from ._findings import RAW as RAW
 from ._findings import SMALL_TILE as SMALL_TILE
@@ -27,6 +36,9 @@ from ._kinds import Format as Format
 from ._kinds import InstrKind as InstrKind
 from ._kinds import Pipe as Pipe
 from ._kinds import SyncMode as SyncMode
+from ._memory import Allocator as Allocator
+from ._memory import Tile as Tile
+from ._options import Options as Options
 from ._topology import AIC as AIC
 from ._topology import AIV0 as AIV0
 from ._topology import AIV1 as AIV1

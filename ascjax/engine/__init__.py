@@ -20,6 +20,10 @@ from ._costs import mmad_cycles as mmad_cycles
 from ._costs import sync_latency as sync_latency
 from ._costs import transfer_cycles as transfer_cycles
 from ._costs import vector_cycles as vector_cycles
+
+# the data plane: the buffers' state, the section plan and the execution of the record's data
+from ._dataplane import Schedule as Schedule
+from ._dataplane import schedule as schedule
 from ._log import FINDING_FIELDS as FINDING_FIELDS
 from ._machine import Machine as Machine
 from ._options import ControlOptions as ControlOptions
@@ -38,3 +42,5 @@ from ._record import Sync as Sync
 from ._record import Template as Template
 from ._record import UnitFlagRole as UnitFlagRole
 from ._record import Window as Window
+from ._sections import Plan as Plan
+from ._state import State as State

@@ -15,8 +15,8 @@ import inspect
 from collections.abc import Callable
 
 from ..core import BUFFERS, Buffer, CoreKind, InstrKind, Pipe
+from ..core._memory import Tile
 from ..engine import Sync
-from ..memory import Tile
 
 #: The parameters a data function takes besides the user's arguments.
 _MACHINE_PARAMS = ("state", "sub")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .. import ops
 from ..core import Buffer, CoreKind, InstrKind, Pipe
 from ..engine import mmad_cycles
+from . import ops
 from ._instruction import Instruction, Operand
 
 L0A, L0B, L0C, BT = Buffer.L0A, Buffer.L0B, Buffer.L0C, Buffer.BT

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .. import ops
 from ..core import Buffer, CoreKind, InstrKind, Pipe
 from ..engine import Sync, fixpipe_cycles, l0c_to_ub_cycles
-from ..ops.ub_move import AccToVecMode, split
+from . import ops
 from ._instruction import Instruction, Operand
+from .ops.ub_move import AccToVecMode, split
 
 GM, L0C, UB = Buffer.GM, Buffer.L0C, Buffer.UB
 FIX_COST = ("fix_elements_per_cycle", "unit_flag_latency_cycles")

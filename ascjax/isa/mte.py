@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .. import ops
 from ..core import Buffer, CoreKind, Format, InstrKind, Pipe
 from ..engine import transfer_cycles
-from ..ops import move, ub_move
+from . import ops
 from ._instruction import Instruction, Operand
+from .ops import move, ub_move
 
 GM, L1, L0A, L0B, BT, UB = Buffer.GM, Buffer.L1, Buffer.L0A, Buffer.L0B, Buffer.BT, Buffer.UB
 SCALES = (Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .. import ops
 from ..core import CoreKind, InstrKind
 from ..engine import Sync
+from . import ops
 from ._instruction import Instruction
 
 _FLAG_COST = ("flag_latency_cycles",)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .. import ops
 from ..core import Buffer, CoreKind, InstrKind, Pipe
+from ..core._memory import Tile
 from ..engine import vector_cycles
-from ..memory import Tile
+from . import ops
 from ._instruction import Instruction, Operand
 
 UB = (Buffer.UB,)

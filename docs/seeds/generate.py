@@ -41,8 +41,7 @@ import jax
 import numpy as np
 
 import ascjax as aj
-from ascjax import cli, pl
-from ascjax.ops.unit_flag import UnitFlagMode
+from ascjax import UnitFlagMode, cli, pl
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = pathlib.Path("docs/seeds")  # relative to ROOT, where the script runs

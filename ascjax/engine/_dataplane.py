@@ -1,0 +1,188 @@
+"""The data plane: a kernel's buffers computed by its instructions' data functions, and nothing else.
+
+The kernel is traced on a data-only ``State`` (GM, the buffers, the config registers and the
+TileGroup cursors; no sync, sanitizer or timing state). Every instruction runs its data
+function, sync instructions compute nothing, and a core's instructions run in program order.
+
+Concurrent sections hand data to each other at their cross-core waits, so their order comes
+from the control plane, which has executed the record already (``schedule``). Each section is
+cut at its cross-core waits into segments (the discovery of ``ascjax.sections``); a segment is
+keyed by the cycle its leading wait started in the control plane (the running maximum over its
+section, so a section's keys never fall), and the segments of all sections run in key order.
+A set's segment therefore runs before the segment of every wait that took its signal, and for a
+kernel without races every order of this kind computes the same buffers. A wait that never ran
+(a deadlock) stops its section there. A section's instructions after a pending cross-core
+wait run after it, as on A2/A3, where such a wait stops its core.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core import N_CORES
+from ..core import _indexed as indexed
+from . import _sections as sections
+from ._control import ControlResult
+from ._record import Record, Sync
+
+#: Key of a wait that never ran: its segment and the rest of its section never run.
+NEVER = float(np.inf)
+#: Key of a wait that is switched off (a disabled iteration, ``when=False``): no constraint.
+FREE = -1.0
+
+
+class Schedule(eqx.Module):
+    """Per core, the key of each cross-core wait instance of the record, in the core's program order."""
+
+    wait_keys: tuple  # one float32 array per core [the core's cross-core waits]
+
+
+def schedule(record: Record, result: ControlResult) -> Schedule:
+    """The data plane's section order from a control-plane run of ``record`` (``keep_timeline`` on)."""
+    t = record.template
+    enable = jnp.asarray(record.operands["enable"], bool)
+    keys = []
+    for core in range(N_CORES):
+        inst = np.flatnonzero((t.core == core) & (t.sync == Sync.CROSS_WAIT))
+        inst = inst[np.argsort(t.pidx[inst], kind="stable")]
+        start = result.start[inst].astype(jnp.float32)
+        keys.append(jnp.where(~enable[inst], FREE, jnp.where(start >= 0, start, NEVER)))
+    return Schedule(tuple(keys))
+
+
+def run_sections(program, plans: list, order: Schedule) -> None:
+    """Run the sections ``plans`` on ``program.state`` in the order ``order`` gives their segments."""
+    for plan in plans:
+        plan.regions = sections.discover(program, plan)
+    if not any(region.waits for plan in plans for region in plan.regions):
+        for plan in plans:  # nothing hands data across cores at a wait: program order is the order
+            program._run_section(plan)
+        return
+    n_plans, r_max = len(plans), max(len(p.regions) for p in plans)
+    table = np.zeros((n_plans, r_max, max(r.waits + 1 for p in plans for r in p.regions)), np.int32)
+    n_segs = np.ones((n_plans, r_max), np.int32)
+    waits = np.zeros((n_plans, r_max), np.int32)
+    wait_base = np.zeros((n_plans, r_max), np.int32)  # index of the region's first wait in its core's order
+    branches, total = [], 0
+    for p, plan in enumerate(plans):
+        base = program.cross_waits[plan.core]
+        for r, region in enumerate(plan.regions):
+            n_segs[p, r], waits[p, r], wait_base[p, r] = region.waits + 1, region.waits, base
+            base += region.waits * max(region.trip, 1)
+            total += (region.waits + 1) * max(region.trip, 1)
+            for s in range(region.waits + 1):
+                table[p, r, s] = len(branches)
+                branches.append(_segment(program, plan, r, s))
+        program.cross_waits[plan.core] = base
+    idle = len(branches)
+    branches.append(lambda state, index: state)
+    padding = [sections.Region(loop=False, trip=0)]
+    trip = jnp.stack([jnp.stack([_trip(r) for r in p.regions + padding * (r_max - len(p.regions))]) for p in plans])
+    n_regions = jnp.asarray([len(p.regions) for p in plans], jnp.int32)
+    width = max(1, *(int(order.wait_keys[p.core].shape[0]) for p in plans))
+    keys = jnp.stack([jnp.pad(order.wait_keys[p.core], (0, width - order.wait_keys[p.core].shape[0]),
+                              constant_values=NEVER) for p in plans])  # fmt: skip
+    table_j, n_segs_j, waits_j, base_j = map(jnp.asarray, (table, n_segs, waits, wait_base))
+    plan_ids = jnp.arange(n_plans)
+
+    def skip_empty(r):  # regions that run no iteration (a loop whose count is 0)
+        for _ in range(r_max):
+            r = jnp.where((r < n_regions) & (trip[plan_ids, jnp.clip(r, 0, r_max - 1)] == 0), r + 1, r)
+        return r
+
+    def step(carry, _):
+        state, r, i, s, key = carry
+        rc = jnp.clip(r, 0, r_max - 1)
+        at = base_j[plan_ids, rc] + i * waits_j[plan_ids, rc] + s - 1
+        lead = jnp.where(s > 0, keys[plan_ids, jnp.clip(at, 0, width - 1)], FREE)
+        nxt = jnp.maximum(key, lead)
+        runnable = (r < n_regions) & (nxt < NEVER)
+        p = jnp.argmin(jnp.where(runnable, nxt, NEVER))
+        go = runnable[p]
+        state = jax.lax.switch(jnp.where(go, table_j[p, rc[p], s[p]], idle), branches, state, i[p])
+        more_seg = s[p] + 1 < n_segs_j[p, rc[p]]
+        more_iter = i[p] + 1 < trip[p, rc[p]]
+        r2 = jnp.where(more_seg | more_iter, r[p], r[p] + 1)
+        i2 = jnp.where(more_seg, i[p], jnp.where(more_iter, i[p] + 1, 0))
+        s2 = jnp.where(more_seg, s[p] + 1, 0)
+        r2 = skip_empty(indexed.put(r, p, r2))[p]
+
+        def put(old, new):
+            return indexed.put(old, p, new, go)
+
+        return (state, put(r, r2), put(i, i2), put(s, s2), put(key, nxt[p])), None
+
+    zeros = jnp.zeros((n_plans,), jnp.int32)
+    carry = (program.state, skip_empty(zeros), zeros, zeros, jnp.full((n_plans,), FREE, jnp.float32))
+    (program.state, *_), _ = jax.lax.scan(step, carry, None, length=total)
+
+
+def _trip(region: sections.Region):
+    if region.count is None:
+        return jnp.int32(region.trip)
+    return jnp.clip(jnp.asarray(region.count, jnp.int32), 0, region.trip)
+
+
+def _segment(program, plan, region: int, segment: int):
+    def run(state, index):
+        gate = sections.Gate(discover=False, region=region, segment=segment, index=index)
+        return program._run_gated(gate, plan, state)
+
+    return run
+
+
+class PoisonIndex:
+    """Where each issue of a record finds its instance (static, hashable): by its tag (which section it is in
+    and its place in that section's trace, the same in the record and in every trace of the data plane) and the
+    indices of its loops."""
+
+    def __init__(self, record: Record):
+        t = record.template
+        self.entry_of = {tag: e for e, tag in enumerate(t.tags) if tag is not None}
+        self.instances = {}  # entry -> its instances, indexed by its loops' indices (outermost first)
+        for e in set(self.entry_of.values()):
+            inst = np.flatnonzero(t.entry == e)
+            if not inst.size:  # a loop that runs no iteration: its issues are traced, never run
+                continue
+            iters = t.iteration[inst]
+            depth = int(np.sum(iters[0] >= 0))
+            shape = tuple(int(x) + 1 for x in iters[:, :depth].max(axis=0)) if depth else ()
+            table = np.zeros(shape, np.int32)
+            if depth:
+                table[tuple(iters[:, :depth].T)] = inst
+            else:
+                table[()] = inst[0]
+            self.instances[e] = table
+        self._key = (tuple(sorted(self.entry_of.items(), key=repr)),
+                     tuple((e, v.shape, v.tobytes()) for e, v in sorted(self.instances.items())))  # fmt: skip
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, PoisonIndex) and self._key == other._key
+
+
+class Poison:
+    """``poison_races`` on the data plane: which issues read racy data, from the control plane's run.
+
+    The control plane flags the instances that read bytes a write they are not ordered with wrote
+    (``ControlResult.racy``). An issue finds its instance through the ``PoisonIndex``; while its data
+    function runs, its reads are racy where that instance's are, and the value it writes is NaN
+    (integers: INT_MIN).
+    """
+
+    def __init__(self, index: PoisonIndex, racy):
+        self.index = index
+        self.racy = racy
+
+    def racy_read(self, tag, loop_index):
+        """Whether the issue ``tag`` at loop indices ``loop_index`` (outermost first) reads racy data."""
+        table = self.index.instances.get(self.index.entry_of.get(tag))
+        if table is None:
+            return jnp.asarray(False)
+        index = tuple(jnp.asarray(i, jnp.int32) for i in loop_index[len(loop_index) - table.ndim :])
+        return self.racy[jnp.asarray(table)[index] if index else int(table)]

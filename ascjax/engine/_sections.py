@@ -1,0 +1,90 @@
+"""Concurrent sections: the cube program and the vector programs, each cut at its cross-core waits.
+
+A kernel written PyPTO-Pro style has one ``section_cube`` program and one ``section_vector``
+program (run by each AIV), each with its own loop. The record holds each core's program and the
+control plane runs them side by side; the data plane (``ascjax.engine._dataplane.run_sections``) runs
+their pieces in the order the control plane ran them. This module cuts a section into those pieces:
+
+* A section is a sequence of **regions**: straight code, and top-level loops (``k.range`` /
+  ``pl.range``) whose body is cut per iteration. Each region is cut at its cross-core waits into
+  **segments**: segment ``s`` holds the ops after the region's ``s``-th wait, that wait first.
+* **Discovery** (``discover``) finds the cuts at trace time: it traces the section with every op
+  switched off (a ``Gate`` in discovery mode) and counts the waits of each region. A ``Gate`` for
+  one segment then switches on that segment's ops only, so a loop body is traced once per
+  segment, never unrolled.
+
+A segment begins at a wait, so a wait inside ``k.cond`` or a nested loop of a section cannot cut
+one and is refused: use ``wait_cross_core(..., when=pred)`` for a conditional wait.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class Region:
+    """Straight code (``trip`` 1) or a top-level loop of a section, with the waits one pass holds."""
+
+    loop: bool
+    trip: int = 1
+    count: object = None  # traced trip count (<= trip) of a loop, or None
+    waits: int = 0
+
+
+class Gate:
+    """Which ops of a section run while it is traced: none (discovery) or one segment's."""
+
+    def __init__(self, discover: bool, region: int = 0, segment: int = 0, index=None):
+        self.discover = discover
+        self.target = (region, segment)
+        self.index = index  # the iteration the target segment runs (a loop region)
+        self.region = 0  # where the section's Python code is now
+        self.waits = 0
+        self.nested = 0  # inside k.cond / nested k.range
+        self.regions = [Region(loop=False)]
+
+    @property
+    def enabled(self) -> bool:
+        return not self.discover and (self.region, self.waits) == self.target
+
+    def count_wait(self, where: str) -> None:
+        """A wait starts a new segment (inside a nested loop or a cond it cannot)."""
+        if self.nested:
+            raise ValueError(
+                f"rule 'section waits': {where} inside k.cond or a nested loop of a concurrent section cannot "
+                "begin a segment: write wait_cross_core(..., when=pred) at the section's top level or in its "
+                "top-level loop body"
+            )
+        self.waits += 1
+        if self.discover:
+            self.regions[self.region].waits = max(self.regions[self.region].waits, self.waits)
+
+    def enter_loop(self, trip: int, count) -> int:
+        """A top-level loop begins: a new region (and another for the code after it)."""
+        if self.discover:
+            self.regions.append(Region(loop=True, trip=trip, count=count))
+            self.regions.append(Region(loop=False))
+        self.region += 1
+        self.waits = 0
+        return self.region
+
+    def leave_loop(self) -> None:
+        self.region += 1
+        self.waits = 0
+
+
+@dataclasses.dataclass
+class Plan:
+    core: int
+    call: object  # runs the section (with its sub-block)
+    subblock: int | None
+    regions: list
+    serial: int = -1  # the how-many-th section the kernel declared (names the section's issues in every trace)
+
+
+def discover(program, plan: Plan) -> list:
+    """The regions of ``plan``'s section and the cross-core waits each holds (a pass with every op off)."""
+    gate = Gate(discover=True)
+    program._run_gated(gate, plan)
+    return gate.regions

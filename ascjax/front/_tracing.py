@@ -1,0 +1,150 @@
+"""Tracing a kernel: its GM inputs and outputs checked, the kernel run on a ``Program``, its record made.
+
+The front end of both planes: ``record_kernel`` records a kernel's instructions for the control
+plane (``ascjax.engine``), ``trace_kernel`` runs it on any ``Program`` (the data plane's, a launch's
+block). What JAX would change silently (a Python list, a 64-bit array) is refused here, by name.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core import _dtypes as dtypes
+from ..core._chip import Chip, get_chip
+from ..engine import Costs, sync_latency
+from ..engine._state import State
+from . import _sites as sites
+from ._program import _CURRENT, Program
+from ._recorder import Recorder
+
+
+class UnusedInputWarning(UserWarning):
+    """A GM input the kernel never names: usually a misspelt tensor name."""
+
+
+def gm_inputs(inputs: dict) -> dict:
+    """The GM inputs as JAX arrays; what JAX would silently change (a Python list, a 64-bit array) is refused."""
+    out = {}
+    for name, x in inputs.items():
+        if isinstance(x, (list, tuple, int, float, bool, complex)):
+            raise TypeError(
+                f"input {name!r} is a Python {type(x).__name__}: GM holds typed tensors, so pass an array of the "
+                f"dtype the kernel reads, e.g. np.asarray(..., np.float16)"
+            )
+        arr = jnp.asarray(x)
+        given = getattr(x, "dtype", arr.dtype)
+        if np.dtype(given) != np.dtype(arr.dtype):
+            raise TypeError(
+                f"input {name!r} holds {np.dtype(given).name}, which JAX holds as {np.dtype(arr.dtype).name} "
+                f"(64-bit types need jax_enable_x64): pass it as the dtype the kernel reads, e.g. "
+                f"np.asarray(x, np.{np.dtype(arr.dtype).name})"
+            )
+        out[name] = arr
+    return out
+
+
+def initial_gm(inputs: dict, outputs: tuple) -> dict:
+    """GM before the kernel: the inputs, and every output zero-filled."""
+    gm = dict(inputs)
+    for name, (shape, dtype) in outputs:
+        if name in gm:
+            raise ValueError(f"GM tensor {name!r} is both an input and an output: name it once")
+        gm[name] = jnp.zeros(shape, dtype)
+    return gm
+
+
+def output_spec(outputs: dict) -> tuple:
+    """``outputs`` as a static tuple of ``(name, (shape, numpy dtype))``."""
+    return tuple((name, _output_spec(name, s)) for name, s in outputs.items())
+
+
+def _output_spec(name: str, spec):
+    if isinstance(spec, jax.ShapeDtypeStruct):
+        return tuple(spec.shape), dtypes.to_numpy_dtype(spec.dtype)
+    if isinstance(spec, (np.ndarray, jax.Array)):
+        raise TypeError(f"output {name!r}: outputs are (shape, dtype) pairs; pass initial contents as inputs")
+    form = f"give ((rows, cols), dtype), e.g. {name!r}: ((32, 32), 'float32')"
+    if not isinstance(spec, (tuple, list)) or len(spec) != 2 or not isinstance(spec[0], (tuple, list)):
+        raise TypeError(f"output {name!r}: {spec!r} is not a (shape, dtype) pair: {form}")
+    shape, dtype = spec
+    try:
+        dims = tuple(int(s) for s in shape)
+        np_dtype = dtypes.to_numpy_dtype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"output {name!r}: {exc}") from None
+    return dims, np_dtype
+
+
+def trace_kernel(kernel, program: Program, params: dict) -> Program:
+    """Run ``kernel(program, **params)`` as the current kernel; a trace-time error names the kernel line."""
+    _CURRENT.append(program)
+    try:
+        kernel(program, **params)
+        program.flush()  # sections declared last
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        sites.locate(exc)
+        raise
+    finally:
+        _CURRENT.pop()
+    return program
+
+
+def record_kernel(
+    kernel,
+    inputs: dict,
+    outputs: dict,
+    *,
+    chip: str | Chip = "a2",
+    params: dict | None = None,
+    costs: Costs | None = None,
+    block: dict | None = None,
+    shapes_only: bool = False,
+):
+    """Record ``kernel(k, **params)`` on one block without computing data: the engine's ``Record`` of its issues,
+    each with its cycles from ``costs`` (default: the chip's table). An input the kernel never names draws an
+    ``UnusedInputWarning`` at the user's call. ``block``: a launch's ``{"block_idx": b, "block_num": n}``.
+    ``shapes_only``: the inputs stand for their shapes (their values are another program's tracers); a kernel
+    that reads GM contents (``k.gm``) raises ``NeedsData``.
+
+    The control plane (``ascjax.engine.run_control``) then checks the kernel's synchronisation.
+    """
+    chip = get_chip(chip)
+    spec = output_spec(outputs)
+    inputs = gm_inputs(inputs)
+    gm = initial_gm(inputs, spec)
+    state = State.create(chip, gm, tuple(name for name, _ in spec))
+    recorder = Recorder(chip, gm, set(inputs), costs)
+    program = Program(chip, state, recorder=recorder, **(block or {}))
+    program.shapes_only = shapes_only
+    program = trace_kernel(kernel, program, params or {})
+    warn_unused_inputs(inputs, program, spec)
+    return recorder.builder.build()
+
+
+@eqx.filter_jit
+def record_jit(kernel, chip: Chip, costs: Costs, inputs: dict, spec: tuple, params: dict, shapes_only: bool = False):
+    """``record_kernel`` compiled (array inputs, parameters and costs traced), with the sync latencies its control
+    plane runs with. ``shapes_only`` (static: a program of its own): the inputs are zero stand-ins of their shapes,
+    for a run whose data is traced."""
+    record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, shapes_only=shapes_only)
+    return record, sync_latency(costs)
+
+
+def warn_unused_inputs(inputs: dict, program: Program, outputs: tuple) -> None:
+    """An ``UnusedInputWarning`` at the user's call of run / check / launch / sweep per input the kernel never
+    names and that is not an output (usually a misspelt tensor name)."""
+    names = {name for name, _ in outputs}
+    for name in sorted(set(inputs) - program.gm_named - names):
+        file, line = sites.caller()
+        warnings.warn_explicit(
+            f"input {name!r} is never named by the kernel's ops and is not an output: a misspelt GM name? "
+            f"(the kernel names {sorted(program.gm_named) or 'no GM tensor'})",
+            UnusedInputWarning,
+            file,
+            line,
+        )

@@ -1,0 +1,62 @@
+"""Shared steps of the data functions: the core an op runs on, static values, and racy reads poisoned."""
+
+from __future__ import annotations
+
+import contextvars
+
+import jax.numpy as jnp
+import numpy as np
+
+from ...core import AIC, AIV0
+
+#: On the data plane: whether the issue whose data function runs now reads racy data (``ascjax.engine._dataplane.Poison``).
+RACY_READ = contextvars.ContextVar("racy_read", default=False)
+
+
+def core_of(sub: int | None) -> int:
+    """The core an op runs on: the AIC for ``sub=None``, AIV0 / AIV1 for ``sub`` 0 / 1."""
+    if sub is None:
+        return AIC
+    if sub not in (0, 1):
+        raise ValueError(f"sub-block index must be 0 or 1 (an AI Core has two AIVs), got {sub!r}")
+    return AIV0 + sub
+
+
+def outside(value, limit):
+    """Whether ``value`` lies outside [0, limit]: a Python bool when it is static, else traced."""
+    v = static_int(value)
+    if v is not None:
+        return not 0 <= v <= limit
+    return (jnp.asarray(value) < 0) | (jnp.asarray(value) > limit)
+
+
+def event_id_int(event_id, where: str) -> int | None:
+    """A static event id's value (None when traced); a float or bool id is refused, never truncated."""
+    dtype = getattr(event_id, "dtype", None)
+    if isinstance(event_id, (bool, float, np.bool_, np.floating)) or (
+        dtype is not None and not jnp.issubdtype(dtype, jnp.integer)
+    ):
+        raise TypeError(f"rule 'event id': {where}: event_id must be an integer, got {event_id!r}")
+    return static_int(event_id)
+
+
+def static_int(x) -> int | None:
+    """The value of a Python/NumPy integer, or None for a traced value."""
+    try:
+        return int(x)
+    except (TypeError, Exception):
+        return None
+
+
+def racy_read():
+    """Whether the issue whose data function runs now reads racy data: the control plane's finding for its
+    instance (``ascjax.engine._dataplane.Poison``), False outside ``poison_races``."""
+    return jnp.asarray(RACY_READ.get())
+
+
+def poison(value, racy, options):
+    """With ``poison_races``, data an op derived from a racy read becomes NaN (integers: INT_MIN)."""
+    if not options.poison_races:
+        return value
+    bad = jnp.nan if jnp.issubdtype(value.dtype, jnp.floating) else jnp.iinfo(value.dtype).min
+    return jnp.where(racy, jnp.asarray(bad, value.dtype), value)

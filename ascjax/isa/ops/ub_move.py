@@ -1,0 +1,189 @@
+"""Data paths of the vector cores: GM <-> UB (MTE2 / MTE3), UB -> L1 ``insert`` (MTE3, ND -> Nz),
+and L0C -> UB ``move`` (the cube's FIX pipe, honouring unit flags, split between the AIVs).
+
+``acc_to_vec_mode`` (PyPTO-Pro ``move``) decides which AIV receives which part of the L0C
+region: ``SingleModeVec0``/``SingleModeVec1`` send all of it to one AIV; ``DualModeSplitM``
+gives AIV0 the first ceil(M/2) rows and AIV1 the rest (M=33 -> 17/16); ``DualModeSplitN``
+splits whole 16-column fractals, AIV0 taking ceil(fractals/2) of them (N=33 -> 32/1,
+N=65 -> 48/17, N<=16 all on AIV0). Each part lands at (0, 0) of the AIV's ``dst`` tile.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ...core import Buffer, Format
+from ...core._memory import Tile
+from ...core.layout import from_fractal, pad_to, to_fractal
+from ...engine._state import State
+from ._machine import core_of, poison, racy_read
+from .move import _expect, _need, checked_offsets
+from .unit_flag import mode_value
+
+
+class AccToVecMode(enum.IntEnum):
+    """PyPTO-Pro ``acc_to_vec_mode`` of ``move`` out of L0C."""
+
+    SingleModeVec0 = 0
+    SingleModeVec1 = 1
+    DualModeSplitM = 2
+    DualModeSplitN = 3
+
+
+def split(mode: AccToVecMode, m: int, n: int) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+    """Per AIV: (row0, rows, col0, cols) of the L0C region it receives (rows or cols 0: nothing)."""
+    mode = AccToVecMode(mode)
+    if mode is AccToVecMode.SingleModeVec0:
+        return (0, m, 0, n), (0, 0, 0, 0)
+    if mode is AccToVecMode.SingleModeVec1:
+        return (0, 0, 0, 0), (0, m, 0, n)
+    if mode is AccToVecMode.DualModeSplitM:
+        top = -(-m // 2)
+        return (0, top, 0, n), (top, m - top, 0, n)
+    fractals = -(-n // 16)
+    left = min(-(-fractals // 2) * 16, n)
+    return (0, m, 0, left), (0, m, left, n - left)
+
+
+def _gm(state: State, name: str, write: bool):
+    _need(name in state.gm, f"GM tensor {name!r} is not an input or output of this kernel: have {sorted(state.gm)}")
+    if write:
+        _need(
+            name in state.gm_outputs,
+            f"GM tensor {name!r} is a kernel input, and inputs are read-only: declare it in outputs (workspaces too)",
+        )
+    g = state.gm[name]
+    _need(g.ndim == 2, f"GM tensor {name!r} must be 2-D (ND) for a UB copy, has shape {g.shape}")
+    return g
+
+
+def gm2ub_window(dst: Tile, gm_shape, *, row=0, col=0):
+    """(offsets, their limits, their units) of ``copy_gm2ub``'s GM window (the whole ``dst`` tile)."""
+    return (row, col), (gm_shape[0] - dst.rows, gm_shape[1] - dst.cols), (1, 1)
+
+
+def ub2gm_window(src: Tile, gm_shape, *, row=0, col=0, rows=None, cols=None):
+    """(offsets, their limits, their units) of ``copy_ub2gm``'s GM window."""
+    rows = src.rows if rows is None else rows
+    cols = src.cols if cols is None else cols
+    return (row, col), (gm_shape[0] - rows, gm_shape[1] - cols), (1, 1)
+
+
+def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, sub: int) -> State:
+    """MTE2 of AIV ``sub``: load the ``dst``-shaped window at (row, col) of GM tensor ``src`` (traced offsets allowed)."""
+    _expect(dst, Buffer.UB, "dst")
+    g = _gm(state, src, write=False)
+    _need(g.dtype == dst.np_dtype, f"GM tensor {src!r} is {g.dtype} but {dst} is {dst.dtype}: a load does not convert")
+    rows, cols = dst.rows, dst.cols
+    _need(
+        rows <= g.shape[0] and cols <= g.shape[1],
+        f"rule 'bounds': {dst} is larger than GM tensor {src!r} of shape {tuple(g.shape)}",
+    )
+    core_of(sub)
+    execute = checked_offsets(*gm2ub_window(dst, g.shape, row=row, col=col))
+    window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
+    window = poison(window, racy_read(), state.options)
+    return state.with_tile(dst, jnp.where(execute, window, state.tile(dst, sub)), sub)
+
+
+def copy_ub2gm(
+    state: State, dst: str, src: Tile, *, row=0, col=0, rows=None, cols=None, atomic: bool = False, sub: int
+) -> State:
+    """MTE3 of AIV ``sub``: store the top-left (rows x cols) of UB tile ``src`` at (row, col) of GM tensor ``dst``.
+
+    ``atomic`` adds to GM instead of overwriting it (``SetAtomicAdd`` / PyPTO-Pro
+    ``store(..., atomic=AtomicType.AtomicAdd)``).
+    """
+    _expect(src, Buffer.UB, "src")
+    g = _gm(state, dst, write=True)
+    _need(g.dtype == src.np_dtype, f"GM tensor {dst!r} is {g.dtype} but {src} is {src.dtype}: a store does not convert")
+    rows = src.rows if rows is None else rows
+    cols = src.cols if cols is None else cols
+    _need(
+        0 < rows <= min(src.rows, g.shape[0]) and 0 < cols <= min(src.cols, g.shape[1]),
+        f"rule 'bounds': a {rows}x{cols} store does not fit {src} or GM tensor {dst!r} of shape {tuple(g.shape)}",
+    )
+    core_of(sub)
+    execute = checked_offsets(*ub2gm_window(src, g.shape, row=row, col=col, rows=rows, cols=cols))
+    data = poison(state.tile(src, sub)[:rows, :cols], racy_read(), state.options)
+    start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
+    old = jax.lax.dynamic_slice(g, start, (rows, cols))
+    value = old + data if atomic else data
+    new = jax.lax.dynamic_update_slice(g, jnp.where(execute, value, old), start)
+    state = eqx.tree_at(lambda s: s.gm[dst], state, new)
+    # a launch: remember the window for the merge of the blocks' GM
+    return state.mark_gm(dst, jnp.broadcast_to(jnp.asarray(execute), (rows, cols)), atomic, start=start)
+
+
+def copy_ub2l1(state: State, dst: Tile, src: Tile, *, row: int = 0, col: int = 0, sub: int) -> State:
+    """``insert`` (TINSERT, MTE3 of AIV ``sub``): UB tile ``src`` (ND) into L1 tile ``dst`` at (row, col), ND -> Nz."""
+    _expect(src, Buffer.UB, "src")
+    _expect(dst, Buffer.L1, "dst")
+    _need(src.dtype == dst.dtype, f"insert does not convert: {src} vs {dst}")
+    unit_r, unit_c = (16, dst.c0) if dst.fmt is Format.NZ else (1, 1)
+    _need(
+        isinstance(row, int) and isinstance(col, int) and row % unit_r == 0 and col % unit_c == 0,
+        f"rule 'fractal alignment': insert offset ({row}, {col}) into {dst} must be a static multiple of "
+        f"({unit_r}, {unit_c})",
+    )
+    _need(
+        row + src.rows <= dst.padded[0] and col + src.cols <= dst.padded[1],
+        f"rule 'bounds': {src} at ({row}, {col}) does not fit {dst}",
+    )
+    core_of(sub)
+    span_c = min(-(-src.cols // unit_c) * unit_c, dst.padded[1] - col)
+    nd = from_fractal(state.tile(dst), dst.fmt)
+    part = poison(pad_to(state.tile(src, sub), src.rows, span_c), racy_read(), state.options)
+    nd = jax.lax.dynamic_update_slice(nd, part.astype(nd.dtype), (row, col))
+    return state.with_tile(dst, to_fractal(nd, dst.fmt, dst.c0))
+
+
+def copy_l0c2ub(
+    state: State,
+    dst: Tile,
+    src: Tile,
+    *,
+    acc_to_vec_mode: AccToVecMode = AccToVecMode.SingleModeVec0,
+    m: int | None = None,
+    n: int | None = None,
+    relu: bool = False,
+    unit_flag_mode=None,
+) -> State:
+    """``move`` L0C -> UB on the cube's FIX pipe: the (m x n) top-left of ``src`` (Nz) to the AIVs' ``dst`` (ND).
+
+    The cast follows ``dst``'s dtype (f32 -> f16/bf16 round to nearest even). With the unit
+    flag on it waits for the mmad's UPDATE like ``fixpipe`` (``STPhase``).
+    """
+    _expect(src, Buffer.L0C, "src")
+    _expect(dst, Buffer.UB, "dst")
+    allowed = ("float32", "float16", "bfloat16") if src.dtype == "float32" else ("int32",)
+    _need(dst.dtype in allowed, f"rule 'move dtypes': {src} converts to {'/'.join(allowed)}, not {dst.dtype}")
+    m = src.rows if m is None else m
+    n = src.cols if n is None else n
+    _need(
+        isinstance(m, int) and isinstance(n, int) and 0 < m <= src.rows and 0 < n <= src.cols,
+        f"rule 'bounds': move of a {m}x{n} region out of {src} (static sizes within the tile)",
+    )
+    mode_enum = AccToVecMode(acc_to_vec_mode)
+    parts = split(mode_enum, m, n)
+    for sub, (_, rows, _, cols) in enumerate(parts):
+        _need(
+            rows == 0 or (rows <= dst.rows and cols <= dst.cols),
+            f"rule 'move split': {mode_enum.name} sends a {rows}x{cols} part of {src} to AIV{sub}, which does not "
+            f"fit {dst}",
+        )
+    mode_value(unit_flag_mode, writer=False)  # a phase of the other side is refused; the flag is the control plane's
+    data = poison(from_fractal(state.tile(src), Format.NZ), racy_read(), state.options)
+    if relu:
+        data = jnp.maximum(data, 0)
+    for sub, (r0, rows, c0, cols) in enumerate(parts):
+        if rows == 0 or cols == 0:
+            continue
+        old = state.tile(dst, sub)
+        part = data[r0 : r0 + rows, c0 : c0 + cols].astype(dst.np_dtype)
+        state = state.with_tile(dst, old.at[:rows, :cols].set(part), sub)
+    return state

@@ -1,0 +1,500 @@
+"""The control plane's ranked findings in words: what happened, at which kernel lines, and what to change.
+
+Reads the record's template (sites, spaces, flag bits, counters) and the ``ControlResult``
+only. Each finding names its instruction's site and loop iteration; a race names both
+accesses, the buffer and the bytes; a deadlock lists every pipe that cannot go on and what it
+waits for; a leftover names the signal and who set it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..core import (
+    AIC,
+    AIV0,
+    AIV1,
+    BOUNDS_TRIP_COUNT,
+    BOUNDS_WHAT,
+    CORE_NAMES,
+    HAZARD_NAMES,
+    RAW,
+    SMALL_TILE,
+    WAR,
+    Finding,
+    Pipe,
+    SyncMode,
+)
+from ..engine import Sync, UnitFlagRole
+from ..engine._checks import FAULT_DETAIL
+from ..engine._log import DETAIL_A, DETAIL_B, ENTRY, INST, KIND, OTHER
+
+#: what a leftover row's detail ``a`` says is still set
+_LEFT = ("intra-core flag", "cross-core event", "INTER_SUBBLOCK barrier half", "L0C unit flag")
+
+
+#: unit-flag modes by value, and the PyPTO-Pro phase each stands for
+_MODES = {0: ("DISABLE", "no phase"), 2: ("ENABLE_KEEP", "Partial"), 3: ("ENABLE_UPDATE", "Final")}
+
+
+def mode_text(mode: int, role: UnitFlagRole) -> str:
+    """``ENABLE_KEEP (AccPhase.Partial)`` for an mmad, ``... (STPhase.Partial)`` for a read, in both spellings."""
+    name, phase = _MODES.get(int(mode), (f"mode {int(mode)}", "?"))
+    if int(mode) == 0:
+        return f"{name} (no phase)"
+    return f"{name} ({'AccPhase' if role is UnitFlagRole.WRITER else 'STPhase'}.{phase})"
+
+
+def _unit_flag_fix(want: int, last_role, last_mode: int) -> str:
+    """What to change when a unit-flag wait for ``want`` cannot be met, from who touched the blocks last."""
+    if want == 1 and last_role is UnitFlagRole.WRITER and last_mode == 2:
+        return "the last mmad on this tile must use ENABLE_UPDATE (AccPhase.Final) - rule 'Final closing'."
+    if want == 1 and last_role is UnitFlagRole.READER:
+        return (
+            "an earlier read already drained these blocks (UPDATE clears the flag): use ENABLE_KEEP "
+            "(STPhase.Partial) for all reads but the last, or let an mmad with UPDATE refill them first."
+        )
+    if want == 1:
+        return (
+            "the mmad that produces these blocks must enable the unit flag and end with ENABLE_UPDATE "
+            "(AccPhase.Final), or use DISABLE on both sides with M -> FIX sync_notify / sync_wait."
+        )
+    if last_role is UnitFlagRole.READER and last_mode == 2:
+        return "the last read of this tile must use ENABLE_UPDATE (STPhase.Final) to hand it back to the cube."
+    return (
+        "every block an mmad sets to 1 must be drained by a read with ENABLE_UPDATE (STPhase.Final) of the volume "
+        "the mmad wrote, or reset the flags with set_l0c_copy_config(is_clean_unit_flag=True) after a PIPE_ALL barrier."
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class FindingText:
+    """One finding: its kind, the site of the instruction that raised it, the other site involved, the words."""
+
+    kind: Finding
+    site: str
+    other: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class _Words:
+    def __init__(self, record, result, chip=None):
+        self.chip = chip
+        self.t = record.template
+        self.enable = np.asarray(record.operands["enable"]).reshape(-1)
+        self.result = result
+        self.start, self.end = np.asarray(result.start), np.asarray(result.end)
+        names = (
+            "uf_lo",
+            "uf_hi",
+            "uf_mode",
+            "nop",
+            "bounds_limit",
+            "layout_limit",
+            "bounds_what",
+            "layout_what",
+            "event_id",
+            "mode",
+        )
+        self.ops = {k: np.asarray(record.operands[k]).reshape(-1) for k in names}
+
+    def where(self, inst: int) -> str:
+        """``name at file:line`` on core.pipe, with its loop iteration."""
+        t = self.t
+        name, site, core, pipe, _ = t.entries[int(t.entry[inst])]
+        it = [int(i) for i in t.iteration[inst] if i >= 0]
+        loop = f" in loop iteration ({', '.join(map(str, it))})" if it else ""
+        return f"{site} ({CORE_NAMES[core]}.{Pipe(pipe)}){loop}"
+
+    def atom(self, atom: int, last: int | None = None) -> str:
+        """``L0C bytes [lo, hi)`` of atoms ``atom`` .. ``last`` (one space, contiguous)."""
+        space = self.t.spaces[int(self.t.atom_space[atom])]
+        lo, hi = int(self.t.atom_bytes[atom, 0]), int(self.t.atom_bytes[atom if last is None else last, 1])
+        return f"{space.name} bytes [{lo}, {hi})"
+
+    def foot(self, inst: int, atom: int, write: bool) -> np.ndarray:
+        """The atoms ``inst`` writes (or reads) for sure, and ``atom``, as a bool mask over atoms."""
+        t = self.t
+        feet, valid, traced = (
+            (t.write_foot, t.write_valid, t.write_traced) if write else (t.read_foot, t.read_valid, t.read_traced)
+        )
+        mask = np.zeros(t.n_atoms, bool)
+        for slot in np.flatnonzero(valid[inst]):
+            lo, hi = (int(x) for x in feet[inst, slot])
+            if not traced[inst, slot]:
+                mask[lo:hi] = True
+            elif lo <= atom < hi:  # a traced choice (a TileGroup slot, a window): its footprint spans every candidate
+                mask[atom] = True
+        return mask
+
+    def run_of(self, atom: int, mask: np.ndarray) -> tuple[int, int]:
+        """The first and last atom of the run of ``mask`` around ``atom`` that is contiguous in its space."""
+        t, first, last = self.t, atom, atom
+        while (
+            first > 0
+            and mask[first - 1]
+            and t.atom_space[first - 1] == t.atom_space[atom]
+            and (t.atom_bytes[first - 1, 1] == t.atom_bytes[first, 0])
+        ):
+            first -= 1
+        while (
+            last + 1 < t.n_atoms
+            and mask[last + 1]
+            and t.atom_space[last + 1] == t.atom_space[atom]
+            and (t.atom_bytes[last + 1, 0] == t.atom_bytes[last, 1])
+        ):
+            last += 1
+        return first, last
+
+    def uninitialised_bytes(self, inst: int, atom: int) -> str:
+        """The bytes around ``atom`` that ``inst`` reads and that no input holds and no instruction wrote before it."""
+        t = self.t
+        wrote = self.enable & (self.ops["bounds_what"] < 0) & (self.ops["layout_what"] < 0)  # a fault writes nothing
+        if self.start.size:
+            wrote &= (self.end >= 0) & (self.end <= self.start[inst])  # completed before the read started
+        written = np.zeros(t.n_atoms, bool)
+        for i, slot in zip(*np.nonzero(t.write_valid & wrote[:, None])):
+            lo, hi = (int(x) for x in t.write_foot[i, slot])
+            written[lo:hi] = True
+        never = self.foot(inst, atom, False) & ~written & ~t.atom_init.astype(bool)
+        return self.atom(*self.run_of(atom, never)) if never[atom] else self.atom(atom)
+
+    def racy_bytes(self, inst: int, other: int, atom: int, hazard: int) -> str:
+        """The bytes around ``atom`` both accesses of a race cover."""
+        first_writes, second_writes = {RAW: (True, False), WAR: (False, True)}.get(hazard, (True, True))
+        both = self.foot(other, atom, first_writes) & self.foot(inst, atom, second_writes)
+        return self.atom(*self.run_of(atom, both)) if both[atom] else self.atom(atom)
+
+    def flag(self, bit: int) -> str:
+        (core, src, dst, *auto), event_id = self.t.flag_bits[bit]
+        owner = "the framework's " if auto else ""
+        return f"{owner}flag {Pipe(src)} -> {Pipe(dst)} event {event_id} on {CORE_NAMES[core]}"
+
+    # --- one row per kind -----------------------------------------------------------------
+    def row(self, row) -> FindingText:
+        kind, inst, other = Finding(int(row[KIND])), int(row[INST]), int(row[OTHER])
+        self.row_inst, self.row_other = inst, other
+        a, b = int(row[DETAIL_A]), int(row[DETAIL_B])
+        here = self.where(inst)
+        there = self.where(other) if other >= 0 else None
+        text = {
+            Finding.DEADLOCK: self.deadlock,
+            Finding.RACE: lambda: self.race(inst, other, a, b),
+            Finding.LEFTOVER: lambda: self.leftover(here, a, b),
+            Finding.UNINITIALIZED: lambda: (
+                f"UNINITIALIZED read of {self.uninitialised_bytes(inst, a)} by {here}: no input holds those "
+                "bytes and no write that happens before the read wrote them"
+            ),
+            Finding.BOUNDS: lambda: self.bounds(inst, here, a, b),
+            Finding.LAYOUT: lambda: self.layout(inst, here, a),
+        }.get(kind, lambda: self.sync(kind, here, there, a, b))()
+        return FindingText(kind, here, there, text)
+
+    def bounds(self, inst, here, a, b):
+        if b < FAULT_DETAIL:
+            return f"BOUNDS: {here} picks a TileGroup slot or window outside its range ({'write' if b else 'read'} operand {a})"
+        what, limit = BOUNDS_WHAT[b - FAULT_DETAIL], int(self.ops["bounds_limit"][inst])
+        if b - FAULT_DETAIL == BOUNDS_TRIP_COUNT:
+            return (
+                f"BOUNDS: {here}: trip count = {a} is outside [0, {limit}], the loop's static maximum; it ran "
+                f"{min(max(a, 0), limit)} iterations. Raise the maximum (range({max(a, limit)}, ...)) or bound the count."
+            )
+        if 0 <= a <= limit:  # in range, off the grid of its tile's fractals
+            return (
+                f"BOUNDS: {here}: {what} = {a} is not a multiple of its tile's fractal, so the instruction does nothing"
+            )
+        return (
+            f"BOUNDS: {here}: {what} = {a} is outside [0, {limit}], so the instruction does nothing "
+            "(a traced value past its limit is never clamped)"
+        )
+
+    def layout(self, inst, here, m):
+        if int(self.ops["layout_limit"][inst]):
+            return (
+                f"LAYOUT: {here}: m = {m} runs GEMV, which reads A as ND, but A's L0A tile holds a fractal layout: "
+                "load A into an ND tile for m == 1, or pass disable_gemv=True where the chip allows it"
+            )
+        return f"LAYOUT: {here}: A's L0A tile is ND, which only GEMV (m == 1) reads, but m = {m}"
+
+    def race(self, inst, other, atom, hazard):
+        lines = [f"RACE ({HAZARD_NAMES[hazard]}) on {self.racy_bytes(inst, other, atom, hazard)}"]
+        lines += [f"  first:  {self.where(other)}", f"  second: {self.where(inst)}"]
+        if hazard == SMALL_TILE:
+            lines.append("  Fix: put sync_pipe('M') (PipeBarrier<PIPE_M>) between the accumulating mmads.")
+            return "\n".join(lines)
+        roles = {UnitFlagRole(int(self.t.uf_role[i])): i for i in (inst, other)}
+        if set(roles) == {UnitFlagRole.WRITER, UnitFlagRole.READER}:  # an mmad and a read of L0C
+            lines += self.unit_flag_race(roles[UnitFlagRole.WRITER], roles[UnitFlagRole.READER])
+            return "\n".join(lines)
+        lines.append("  nothing orders them: no flag, unit-flag handshake, barrier or cross-core event leads from the "
+                     "first to the second.")  # fmt: skip
+        (first, first_core, first_pipe), (second, second_core, second_pipe) = self.who(other), self.who(inst)
+        if first_core != second_core:
+            lines.append(
+                f"  Fix: set_cross_core(pipe={first_pipe}, event_id=id) on {first_core} after the {first} and "
+                f"wait_cross_core(pipe={second_pipe}, event_id=id) on {second_core} before the {second}."
+            )
+        elif first_pipe != second_pipe:
+            lines.append(
+                f"  Fix: sync_notify({first_pipe}, {second_pipe}, id) after the {first} and sync_wait({first_pipe}, "
+                f"{second_pipe}, id) before the {second}."
+            )
+        return "\n".join(lines)
+
+    def unit_flag_race(self, writer: int, reader: int) -> list[str]:
+        """Both sides' phases, and the fix: the unit flag orders an mmad and its read only with a phase on both."""
+        w_mode, r_mode = int(self.ops["uf_mode"][writer]), int(self.ops["uf_mode"][reader])
+        w_name, r_name = self.who(writer)[0], self.who(reader)[0]
+        lines = [
+            f"  the {w_name} used {mode_text(w_mode, UnitFlagRole.WRITER)}, the {r_name} "
+            f"{mode_text(r_mode, UnitFlagRole.READER)}: nothing orders them."
+        ]
+        if w_mode and not r_mode:
+            lines.append(f"  Fix: give the {r_name} phase=STPhase.Final (unit_flag_mode=ENABLE_UPDATE): the unit flag "
+                         "orders the pair only with a phase on both sides.")  # fmt: skip
+        elif r_mode and not w_mode:
+            lines.append(f"  Fix: give the last {w_name} phase=AccPhase.Final (unit_flag_mode=ENABLE_UPDATE): the unit "
+                         "flag orders the pair only with a phase on both sides.")  # fmt: skip
+        else:
+            lines.append("  Fix: AccPhase.Final on the last mmad and STPhase.Final on the read, or DISABLE on both "
+                         "with sync_notify / sync_wait(M, FIX).")  # fmt: skip
+        return lines
+
+    def who(self, inst: int) -> tuple[str, str, Pipe]:
+        name, _, core, pipe, _ = self.t.entries[int(self.t.entry[inst])]
+        return name, CORE_NAMES[core], Pipe(pipe)
+
+    def leftover(self, here, what, which):
+        if what == 0:
+            thing = self.flag(which)
+        elif what == 3:
+            lo, hi = (int(x) for x in self.t.uf_atom_blocks[which])
+            thing = f"unit flag of L0C blocks {lo}..{hi - 1}"
+        elif what == 1:
+            thing = f"cross-core event {which}{self.holders(which)}"
+        else:
+            thing = f"{_LEFT[what]} {which}"
+        return (
+            f"LEFTOVER: {thing} is still set when the kernel ends; set by {here}: the next kernel on this core "
+            "inherits it"
+        )
+
+    def holders(self, ev: int) -> str:
+        """`` (AIC -> AIV0 holds 1 signal, ...)``: who still holds signals of cross-core event ``ev``."""
+        t = self.t
+        if ev not in t.cross_ids:
+            return ""
+        e, count = t.cross_ids.index(ev), np.asarray(self.result.machine.count)
+        held = [
+            f"{CORE_NAMES[s] if s < len(CORE_NAMES) else 'barrier'} -> {CORE_NAMES[r]} holds {int(count[c, e])} "
+            "signal(s)" for c, (r, s) in enumerate(t.channel_keys) if count[c, e] > 0
+        ]  # fmt: skip
+        return f" ({', '.join(held)}; wait for it on the receiver or skip the set where no one waits)" if held else ""
+
+    def sync(self, kind, here, there, a, b):
+        if kind is Finding.DOUBLE_SET:
+            return f"DOUBLE_SET: {here} sets {self.flag(a)} while it is still set (by {there}): one signal is lost"
+        if kind is Finding.MERGED_SIGNAL:
+            return f"MERGED_SIGNAL: {here} sets cross-core event {a} while it still holds {there}'s signal: one is lost"
+        if kind is Finding.UNORDERED_SET:
+            return (
+                f"UNORDERED_SET: {here} sets cross-core event {a} again, but {there}, which took its previous signal, "
+                "is not ordered before it: on other timings the set finds that signal still pending and one is lost "
+                "(an event id serving two channels). Fix: give each channel its own event_id, or wait for the "
+                "consumer's acknowledgement before setting the event again"
+            )
+        if kind is Finding.OVERFLOW:
+            return f"OVERFLOW: {here} is the 16th pending signal of cross-core event {a}"
+        if a == 1:
+            mine, theirs = (SyncMode(int(self.ops["mode"][i])).name for i in (int(self.row_inst), int(self.row_other)))
+            return (
+                f"SYNC_ERROR: cross-core event {b} is waited with sync_mode {mine} by {here} and set with {theirs} "
+                f"by {there}: a sync-mode mismatch.\n    Fix: set and wait of one event id must use the same sync_mode "
+                "(seed 002)."
+            )
+        t, inst = self.t, self.row_inst
+        cross = t.sync[inst] in (Sync.CROSS_SET, Sync.CROSS_WAIT)
+        n = t.n_cross_ids if cross else t.n_flag_ids
+        on = f" on chip {self.chip}" if self.chip else ""
+        kind = "cross-core event ids" if cross else "flag event ids per pipe pair"
+        return (
+            f"SYNC_ERROR: {here} names event_id {b}: event_id {b} is outside [0, {n}){on} ({n} {kind}), so it "
+            "synchronises nothing (a traced id is never wrapped)"
+        )
+
+    def deadlock(self) -> str:
+        """Every queue with work left: its first instruction that never completed, and what it waits for."""
+        t = self.t
+        ran = self.end[self.end >= 0] if self.end.size else self.end
+        when = f" after {int(ran.max())} cycles (the last instruction to complete)" if ran.size else ""
+        lines = [f"DEADLOCK: no pipe can go on{when}"]
+        for q in range(t.qlist.shape[0]):
+            members = [int(i) for i in t.qlist[q, : int(t.qlen[q])] if self.enable[i]]
+            stuck = next((i for i in members if self.end[i] < 0), None) if self.end.size else None
+            if stuck is None:
+                continue
+            lines.append(f"  {self.where(stuck)} {self.waits_for(stuck)}")
+        return "\n".join(lines)
+
+    def waits_for(self, inst: int) -> str:
+        t = self.t
+        sync = Sync(int(t.sync[inst]))
+        if self.start.size and self.start[inst] >= 0:
+            return "started and never completed"
+        if sync is Sync.WAIT_FLAG and t.flag_base[inst] >= 0:
+            bit = int(t.flag_base[inst]) + int(t.flag_scale[inst]) * int(self.ops["event_id"][inst])  # a traced id
+            if 0 <= bit < len(t.flag_bits):
+                return f"waits for {self.flag(bit)}, which no set delivers"
+        if sync is Sync.CROSS_WAIT:
+            return self.cross_wait(inst)
+        if sync is Sync.BARRIER_ALL:
+            return "(PIPE_ALL) waits for the core's earlier instructions"
+        role = UnitFlagRole(int(t.uf_role[inst]))
+        if role is not UnitFlagRole.NONE:
+            return self.unit_flag_wait(inst, role)
+        held = self.held_by_cross_wait(inst)
+        if held is not None:
+            return (
+                f"is held by {self.where(held)}, which never got its signal: on this chip a cross-core wait holds "
+                f"every pipe of {CORE_NAMES[t.core[inst]]}"
+            )
+        return "waits behind an earlier instruction of its pipe or a fence of its core"
+
+    def held_by_cross_wait(self, inst: int) -> int | None:
+        """A stuck cross-core wait of ``inst``'s core, earlier in its program, on another pipe (None: none)."""
+        t = self.t
+        if not self.end.size:
+            return None
+        waits = np.flatnonzero(
+            (t.sync == Sync.CROSS_WAIT) & (t.core == t.core[inst]) & (t.pidx < t.pidx[inst]) & self.enable
+            & (self.end < 0) & (t.queue != t.queue[inst])
+        )  # fmt: skip
+        return int(waits[np.argmin(t.pidx[waits])]) if waits.size else None
+
+    def cross_wait(self, inst: int) -> str:
+        """The event a stuck cross-core wait needs, from whom, why each sender's signal never came, and the fix."""
+        t = self.t
+        ev, mode = int(self.ops["event_id"][inst]), SyncMode(int(self.ops["mode"][inst]))
+        senders = [t.channel_keys[c][1] for c in t.channels[inst] if c >= 0]
+        names = " and ".join("the other AIV's barrier half" if s >= len(CORE_NAMES) else CORE_NAMES[s] for s in senders)
+        lines = [f"waits for cross-core event {ev} ({mode.name}) from {names}"]
+        if len(senders) > 1 and t.core[inst] == AIC:
+            lines.append("    (INTRA_BLOCK: a cube wait needs a set from each of the two AIVs.)")
+        ran = (self.start >= 0) & self.enable if self.start.size else np.zeros(t.n_instances, bool)
+        sets = ran & (t.sync == Sync.CROSS_SET) & (self.ops["event_id"] == ev)
+        count = np.asarray(self.result.machine.count)
+        e = t.cross_ids.index(ev) if ev in t.cross_ids else None
+        for c in (c for c in t.channels[inst] if c >= 0):
+            sender = t.channel_keys[c][1]
+            if e is not None and count[c, e] > 0:
+                continue  # this sender's signal is here: not what the wait lacks
+            if sender >= len(CORE_NAMES):  # the INTER_SUBBLOCK barrier: both AIVs set the id
+                for aiv in (AIV0, AIV1):
+                    if not np.any(sets & (t.core == aiv) & (self.ops["mode"] == int(SyncMode.INTER_SUBBLOCK))):
+                        lines.append(f"    {CORE_NAMES[aiv]} never ran set_cross_core(event_id={ev}, "
+                                     "INTER_SUBBLOCK): the barrier needs a set from each AIV.")  # fmt: skip
+                continue
+            name = CORE_NAMES[sender]
+            mine = sets & (t.core == sender)
+            here_sets = int(np.sum(mine & np.any(t.channels == c, axis=1)))
+            if self.core_stuck(sender) and not here_sets:
+                lines.append(f"    {name} is itself stuck (see its entry), so its set never comes: a wait "
+                             "cycle between the cores.")  # fmt: skip
+            elif here_sets:
+                lines.append(f"    {name} set event {ev} {here_sets} time(s) for it and every signal was taken by "
+                             "an earlier wait: waits outnumber sets.")  # fmt: skip
+            elif np.any(mine):
+                went = sorted({CORE_NAMES[t.channel_keys[k][0]] for i in np.flatnonzero(mine) for k in t.channels[i]
+                               if k >= 0})  # fmt: skip
+                lines.append(f"    {name} set event {ev}, but for {' and '.join(went)}, not for {CORE_NAMES[t.core[inst]]}"
+                             ": check the set's sync_mode and peer.")  # fmt: skip
+            else:
+                lines.append(f"    {name} never ran set_cross_core(event_id={ev}) on any path.")
+        lines.append(
+            "    Fix: set_cross_core after the producer's last write, wait_cross_core before the consumer's first "
+            "read, with the same event_id and sync_mode on both sides. A RELEASE wait on a slot's first use needs a "
+            "pre-posted RELEASE before the loop or a cold-start skip (seed 002: n+1 RELEASE sets and waits per slot "
+            "used n times)."
+        )
+        return "\n".join(lines)
+
+    def core_stuck(self, core: int) -> bool:
+        """Whether a queue of ``core`` holds an instruction that never completed."""
+        t = self.t
+        for q in np.flatnonzero(t.queue_core == core):
+            members = t.qlist[q, : int(t.qlen[q])]
+            if any(self.enable[i] and self.end[i] < 0 for i in members):
+                return True
+        return False
+
+    def unit_flag_wait(self, inst: int, role: UnitFlagRole) -> str:
+        """The blocks a unit-flag wait finds in the wrong state, who touched them last, and the fix."""
+        t, m = self.t, self.result.machine
+        want = 0 if role is UnitFlagRole.WRITER else 1
+        lo, hi = int(self.ops["uf_lo"][inst]), int(self.ops["uf_hi"][inst])
+        flags, last = np.asarray(m.uf), np.asarray(m.uf_inst)
+        wrong = [a for a in range(lo, hi) if a < flags.size and int(flags[a]) != want and self.in_run(inst, a)]
+        if not wrong:
+            return f"waits for unit flag = {want} on its L0C blocks"
+        count = sum(int(t.uf_atom_blocks[a, 1] - t.uf_atom_blocks[a, 0]) for a in wrong)
+        lo_block, hi_block = int(t.uf_atom_blocks[wrong[0], 0]), int(t.uf_atom_blocks[wrong[-1], 1]) - 1
+        span = f"L0C blocks {lo_block}..{hi_block}"
+        blocks = span if count == hi_block - lo_block + 1 else f"{count} of {span}"
+        lines = [f"waits for unit flag = {want} on {blocks}"]
+        toucher = int(last[wrong[0]])
+        if toucher < 0:  # nothing flipped them: the last mmad of the program on them, if any, kept its flag
+            toucher = self.last_writer(inst, wrong)
+        nop = self.no_op_mmad(inst, wrong)
+        if nop is not None:
+            lines.append(f"    {self.where(nop)} is a no-op (its m, k or n is 0): it set no unit flag on them.")
+        if toucher < 0:
+            lines.append("    no mmad or L0C read touched those blocks before it.")
+        else:
+            mode, role = int(self.ops["uf_mode"][toucher]), UnitFlagRole(int(t.uf_role[toucher]))
+            verb = "written" if role is UnitFlagRole.WRITER else "read"
+            lines.append(f"    those blocks were last {verb} by {self.where(toucher)} with {mode_text(mode, role)}.")
+        lines.append("    Fix: " + _unit_flag_fix(want, UnitFlagRole(int(t.uf_role[toucher])) if toucher >= 0 else None,
+                                                    int(self.ops["uf_mode"][toucher]) if toucher >= 0 else 0))  # fmt: skip
+        return "\n".join(lines)
+
+    def last_writer(self, inst: int, atoms: list) -> int:
+        """The last mmad on ``atoms`` that ran before ``inst`` in its core's program (-1: none)."""
+        t, lo, hi = self.t, self.ops["uf_lo"], self.ops["uf_hi"]
+        ran = self.start >= 0 if self.start.size else np.zeros(t.n_instances, bool)
+        found = np.flatnonzero(
+            ran & (t.uf_role == UnitFlagRole.WRITER) & (t.core == t.core[inst]) & (t.pidx < t.pidx[inst])
+            & (lo <= atoms[0]) & (atoms[0] < hi)
+        )  # fmt: skip
+        return int(found[np.argmax(t.pidx[found])]) if found.size else -1
+
+    def no_op_mmad(self, inst: int, atoms: list) -> int | None:
+        """The last no-op mmad (m, k or n is 0) on ``atoms`` before ``inst`` in its core's program, if any."""
+        t, nop = self.t, np.asarray(self.ops["nop"])
+        lo, hi = np.asarray(self.ops["uf_lo"]), np.asarray(self.ops["uf_hi"])
+        found = [
+            i for i in range(t.n_instances)
+            if nop[i] and self.enable[i] and t.core[i] == t.core[inst] and t.pidx[i] < t.pidx[inst]
+            and any(int(lo[i]) <= a < int(hi[i]) for a in atoms)
+        ]  # fmt: skip
+        return max(found, key=lambda i: int(t.pidx[i])) if found else None
+
+    def in_run(self, inst: int, atom: int) -> bool:
+        """Whether unit-flag atom ``atom`` is one of the instance's blocks (under its stride)."""
+        period, run = (int(x) for x in self.t.uf_stride[inst])
+        if not period:
+            return True
+        first = int(self.t.uf_atom_blocks[int(self.ops["uf_lo"][inst]), 0])
+        return (int(self.t.uf_atom_blocks[atom, 0]) - first) % period < run
+
+
+def describe(record, result, chip: str | None = None) -> list[FindingText]:
+    """The findings of ``result`` (a ``run_control`` of ``record``), most severe first (``chip``: its name, for
+    the words of a chip's limits)."""
+    words = _Words(record, result, chip)
+    rows = np.asarray(result.findings)[: int(result.n_findings)]
+    return [words.row(row) for row in rows if int(row[ENTRY]) >= 0]

@@ -1,0 +1,433 @@
+"""``launch``: run a kernel on ``block_dim`` AI Core blocks (SPMD) and merge what they wrote to GM.
+
+The kernel is traced and compiled once for every block, and each block reads its index with
+``pl.get_block_idx()`` / ``k.block_idx`` (traced, so every block has the same record template and its own
+operands). Each block runs on the two planes (``ascjax.planes``): the control plane checks its
+synchronisation, the data plane computes its GM. The blocks run one after another (a ``lax.scan``), so a
+block's branches (a ``cond``, the section scheduler's choice of segment) stay branches; with
+``block_parallel=True`` they are one ``jax.vmap``, which runs every branch of every block and
+selects (worth it only for straight-line kernels on a wide device). Every block
+starts from the same GM and sees only its own writes (inter-block sync is not modelled).
+Each block's GM outputs are folded into the merge as it finishes (inside the same jit), so the
+launch holds one copy of GM plus the blocks' write marks, not ``block_dim`` copies:
+
+- an element one block wrote takes that block's value;
+- an element several blocks wrote only by atomic adds takes the initial value plus every
+  block's contribution (``pl.store(..., atomic=pl.AtomicType.AtomicAdd)``);
+- a GM granule (``Options.gm_granule_bytes``) that two blocks write, one of them with a
+  plain store, is a RACE: the result depends on which write lands last.
+
+The launch's verdict is that of the first block that failed (lowest index; its most severe finding), else the
+merge's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core import EXCEPTIONS, Verdict
+from ..core import _dtypes as dtypes
+from ..core._chip import Chip, get_chip
+from ..core._options import Options
+from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs
+from ..engine._state import GM_PLAIN
+from ..front._tracing import gm_inputs, initial_gm, output_spec
+from ..report._report import Report
+from ..report._run_warnings import run_warnings
+from ._check import CheckResult, verdict_codes
+from ._planes import planes, resolve_control
+from ._run import raise_if_failed
+
+
+class GmMerge(eqx.Module):
+    """The merge's finding: code 0 (none) or RACE, on output ``tensor`` (index into the outputs), ``granule``.
+
+    ``block_a`` < ``block_b`` both write the granule (``plain_a`` / ``plain_b``: with a plain store,
+    else only with atomic adds); ``element`` is a flat element both write (``overlap``), else one of ``block_a``'s.
+    """
+
+    code: jax.Array
+    tensor: jax.Array
+    granule: jax.Array
+    element: jax.Array
+    block_a: jax.Array
+    block_b: jax.Array
+    plain_a: jax.Array
+    plain_b: jax.Array
+    overlap: jax.Array
+
+
+def _per_granule(bits: int, granule_bytes: int) -> int:
+    """Elements per GM granule (at least one: an element wider than a granule is its own)."""
+    return max(1, granule_bytes * 8 // bits)
+
+
+def _granule_elements(tensor, granule_bytes: int) -> int:
+    """Elements of ``tensor``'s dtype per GM granule."""
+    return _per_granule(dtypes.bits(jnp.dtype(tensor.dtype).name), granule_bytes)
+
+
+def _start(init):
+    """The merge of one output before any block: (first writer's value, sum of deltas, writers capped at 2)."""
+    return init, jnp.zeros_like(init), jnp.zeros(init.shape, jnp.uint8)
+
+
+def _add(acc, init, value, marks):
+    """Fold one block's copy of an output (and its write marks) into the merge: one pass, element-wise."""
+    single, delta, count = acc
+    wrote = marks != 0
+    single = jnp.where(wrote & (count == 0), value, single)
+    delta = delta + jnp.where(wrote, value - init, jnp.zeros_like(value))
+    count = jnp.minimum(count + wrote.astype(jnp.uint8), jnp.uint8(2))
+    return single, delta, count
+
+
+def _granules(marks, per: int):
+    """One block's write marks as granule rows (granules, per): padded, flat."""
+    flat = marks.reshape(-1)
+    return jnp.pad(flat, (0, (-flat.shape[0]) % per)).reshape(-1, per)
+
+
+def _granule_summary(marks, per: int):
+    """Per GM granule: did one block write it at all, and with a plain store?"""
+    rows = _granules(marks, per)
+    return jnp.any(rows != 0, axis=1), jnp.any((rows & GM_PLAIN) != 0, axis=1)
+
+
+def _merge_one(init, acc, any_w, any_p, marks, per: int):
+    """Finish one output's merge: (merged tensor, race?, granule, element, block a, block b, plain a, plain b, overlap).
+
+    ``any_w`` / ``any_p`` (blocks, granules) summarise the stacked ``marks``; those are read only
+    for the two blocks of the first racy granule.
+    """
+    single, delta, count = acc
+    added = (init + delta).astype(init.dtype)
+    merged = jnp.where(count == 0, init, jnp.where(count == 1, single, added))
+    n_blocks = any_w.shape[0]
+    racy = (jnp.sum(any_w, axis=0) >= 2) & jnp.any(any_p, axis=0)
+    g = jnp.argmax(racy)
+    blocks = jnp.arange(n_blocks)
+    a = jnp.argmax(any_p[:, g])  # the lowest block that stores plainly
+    b = jnp.argmax(any_w[:, g] & (blocks != a))  # the lowest other writer
+    lo, hi = jnp.minimum(a, b), jnp.maximum(a, b)
+    wrote_lo, wrote_hi = (_granules(marks[i], per)[g] != 0 for i in (lo, hi))
+    both = wrote_lo & wrote_hi
+    overlap = jnp.any(both)
+    element = g * per + jnp.where(overlap, jnp.argmax(both), jnp.argmax(wrote_lo))
+    return merged, jnp.any(racy), (g, element, lo, hi, any_p[lo, g], any_p[hi, g], overlap)
+
+
+def _merge_record(names: tuple, initial: dict, accs: dict, summaries: dict, marks: dict, granule_bytes: int):
+    """The merged outputs and the merge's finding; a race names the first tensor in ``names`` order that has one."""
+    merged = {}
+    found = jnp.asarray(False)
+    record = [jnp.zeros((), jnp.int32)] * 8  # tensor, granule, element, block a, block b, plain a, plain b, overlap
+    for i, name in enumerate(names):
+        per = _granule_elements(initial[name], granule_bytes)
+        merged[name], racy, where = _merge_one(initial[name], accs[name], *summaries[name], marks[name], per)
+        take = racy & ~found
+        record = [jnp.where(take, jnp.asarray(new, jnp.int32), old) for new, old in zip((i, *where), record)]
+        found = found | racy
+    code = jnp.where(found, int(Verdict.RACE), int(Verdict.OK)).astype(jnp.int32)
+    tensor, granule, element, block_a, block_b, plain_a, plain_b, overlap = record
+    return merged, GmMerge(code, tensor, granule, element, block_a, block_b, plain_a, plain_b, overlap)
+
+
+def _summaries(names: tuple, initial: dict, marks: dict, granule_bytes: int) -> dict:
+    """``_granule_summary`` of every output of one block."""
+    return {name: _granule_summary(marks[name], _granule_elements(initial[name], granule_bytes)) for name in names}
+
+
+@functools.partial(jax.jit, static_argnames=("names", "granule_bytes"))  # one compiled step, even in an eager launch
+def merge_gm(names: tuple, initial: dict, values: dict, marks: dict, granule_bytes: int) -> tuple[dict, GmMerge]:
+    """Merge the blocks' GM outputs ``names`` (``values`` and write ``marks`` have a leading block axis).
+
+    The blocks are folded in one at a time (a ``lax.scan``), so the merge reads each block's
+    copy once, element-wise. A race names the first tensor in ``names`` order that has one
+    (``GmMerge.tensor`` indexes ``names``).
+    """
+
+    def fold(accs, block):
+        value, mark = block
+        return {name: _add(accs[name], initial[name], value[name], mark[name]) for name in names}, None
+
+    start = {name: _start(initial[name]) for name in names}
+    accs, _ = jax.lax.scan(fold, start, ({n: values[n] for n in names}, {n: marks[n] for n in names}))
+    summaries = jax.vmap(lambda m: _summaries(names, initial, m, granule_bytes))(marks)
+    return _merge_record(names, initial, accs, summaries, marks, granule_bytes)
+
+
+def launch_cycles(block_cycles, ai_cores: int):
+    """Cycles of a launch: block b runs on AI Core b % ai_cores, a core's blocks back to back (waves).
+
+    ``block_cycles`` has the blocks on its last axis; the result is the busiest core's total.
+    """
+    cycles = jnp.asarray(block_cycles)
+    n = cycles.shape[-1]
+    cores = min(n, ai_cores)
+    waves = -(-n // cores)
+    cycles = jnp.pad(cycles, [(0, 0)] * (cycles.ndim - 1) + [(0, waves * cores - n)])
+    return jnp.max(jnp.sum(cycles.reshape(*cycles.shape[:-1], waves, cores), axis=-2), axis=-1)
+
+
+class LaunchResult(eqx.Module):
+    """Merged outputs, each block's record and control-plane result (leading block axis), the merge and the verdict.
+
+    ``block`` is the block the verdict comes from (-1: the merge, or OK). Under ``jax.vmap`` every
+    field gains a leading scenario axis (the blocks' then have (scenario, block)). The blocks' GM
+    copies are not kept: the merge consumed them (keeping them would cost ``block_dim`` times GM).
+    """
+
+    outputs: dict[str, jax.Array]
+    records: Record  # the template (one for every block) and each block's operands
+    controls: ControlResult
+    merge: GmMerge
+    verdict: jax.Array
+    block: jax.Array
+    costs: Costs
+    chip: Chip = eqx.field(static=True)
+    output_spec: tuple = eqx.field(static=True, default=())  # ``(name, (shape, dtype))`` per GM output
+    granule_bytes: int = eqx.field(static=True, default=32)
+
+    @property
+    def ok(self) -> bool:
+        return bool(np.all(np.asarray(self.verdict) == Verdict.OK))
+
+    @property
+    def device_outputs(self) -> bool:
+        """Whether the outputs are the device's in every block (see ``ascjax.Result.device_outputs``)."""
+        return bool(np.all(np.asarray(self.controls.reordered) < 0))
+
+    @property
+    def block_dim(self) -> int:
+        return int(np.shape(self.controls.n_findings)[-1])
+
+    @property
+    def block_cycles(self) -> jax.Array:
+        """Cycles of each block on its own (when its last instruction completed)."""
+        return jnp.maximum(jnp.max(self.controls.end, axis=-1), 0)
+
+    @property
+    def cycles(self) -> jax.Array:
+        """Cycles of the launch: blocks beyond ``chip.ai_cores`` run in waves (see ``launch_cycles``)."""
+        return launch_cycles(self.block_cycles, self.chip.ai_cores)
+
+    def checked(self, block: int, index: int | None = None) -> CheckResult:
+        """What the control plane found in ``block`` (``index``: one scenario of a vmapped batch)."""
+        n = self.block_dim
+        if not 0 <= block < n:
+            raise ValueError(f"block {block} is outside the launch's blocks [0, {n})")
+        batched = np.ndim(self.controls.n_findings) > 1
+        if batched and index is None:
+            raise ValueError("this launch holds a batch of scenarios: pass index= to pick one")
+        at = (index, block) if batched else (block,)
+        pick = lambda x: np.asarray(x)[at]  # noqa: E731  (every leaf has the block axis, after the scenario one)
+        record = Record(self.records.template, jax.tree_util.tree_map(pick, self.records.operands))
+        return CheckResult.of(record, jax.tree_util.tree_map(pick, self.controls), self.chip, self.costs)
+
+    def report(self, block: int | None = None, index: int | None = None) -> Report:
+        """Explain the launch, or one ``block`` of it (``index``: one scenario of a vmapped batch)."""
+        codes = np.asarray(self.verdict if index is None else np.asarray(self.verdict)[index])
+        if np.ndim(codes) != 0:
+            raise ValueError("this launch holds a batch of scenarios: pass index= to pick one")
+        if block is not None:
+            return _block_report(self.checked(block, index), block)
+        per_block = np.asarray(verdict_codes(self.controls))
+        per_block = per_block if index is None else per_block[index]
+        bad = np.flatnonzero(per_block != Verdict.OK)
+        if bad.size:
+            return _block_report(self.checked(int(bad[0]), index), int(bad[0]))
+        blocks = [self.checked(b, index) for b in range(self.block_dim)]
+        timing = _launch_timing(blocks, self.chip)
+        warnings = _warnings(blocks)
+        merge = jax.tree_util.tree_map(lambda x: np.asarray(x) if index is None else np.asarray(x)[index], self.merge)
+        chip, n = self.chip.name, self.block_dim
+        if int(merge.code) == Verdict.OK:
+            return Report(Verdict.OK, f"OK (chip {chip}, {n} blocks)", None, None, warnings, chip, timing)
+        message = _merge_race(merge, self.output_spec, self.granule_bytes, blocks)
+        return Report(Verdict.RACE, message, None, None, warnings, chip, timing)
+
+    def check(self) -> LaunchResult:
+        """Raise the typed error (``RaceError``, ``DeadlockError``...) if the verdict is not OK."""
+        codes = np.atleast_1d(np.asarray(self.verdict))
+        bad = np.flatnonzero(codes != Verdict.OK)
+        if bad.size:
+            index = int(bad[0]) if np.ndim(self.verdict) else None
+            rep = self.report(index=index)
+            prefix = f"scenario {index}: " if index is not None else ""
+            raise EXCEPTIONS[rep.verdict](prefix + str(rep), rep)
+        return self
+
+
+def _block_report(found: CheckResult, b: int) -> Report:
+    rep = found.report()
+    return dataclasses.replace(rep, message=f"block {b}: {rep.message}")
+
+
+def _warnings(blocks: list) -> list[str]:
+    """Every block's warnings, each once, naming the blocks that raised it."""
+    seen: dict[str, list[int]] = {}
+    for b, found in enumerate(blocks):
+        for text in run_warnings(found.record, found.result):
+            seen.setdefault(text, []).append(b)
+    return [f"block{'s' if len(bs) > 1 else ''} {', '.join(map(str, bs))}: {text}" for text, bs in seen.items()]
+
+
+def _launch_timing(blocks: list, chip: Chip) -> dict:
+    """The slowest block's summary, with the launch's cycles (waves over ``chip.ai_cores``) and per-block cycles."""
+    runs = [found.timeline() for found in blocks]
+    per_block = np.asarray([run.cycles for run in runs], np.int64)
+    n, cores = len(runs), chip.ai_cores
+    total = int(launch_cycles(per_block, cores))
+    slowest = int(np.argmax(per_block))
+    info = runs[slowest].summary()
+    used = min(n, cores)
+    work = sum(run.cube_work_cycles for run in runs)
+    info.update(
+        cycles=total,
+        microseconds=total / chip.clock_mhz,
+        cube_peak_fraction=work / (total * used) if total > 0 else 0.0,
+        block_cycles=per_block.tolist(),
+        slowest_block=slowest,
+        ai_cores=cores,
+        waves=-(-n // used),
+    )
+    return info
+
+
+def _writer(found: CheckResult, name: str, lo: int, hi: int) -> str:
+    """The kernel line of the first instruction of a block that ran and may write bytes [lo, hi) of GM ``name``."""
+    t = found.record.template
+    space = next((i for i, sp in enumerate(t.spaces) if sp.name == f"GM:{name}"), None)
+    start = np.asarray(found.result.start)
+    for inst in np.argsort(np.where(start >= 0, start, np.iinfo(np.int32).max), kind="stable"):
+        if start[inst] < 0:
+            break
+        for slot in np.flatnonzero(t.write_valid[inst]):
+            first, end = (int(x) for x in t.write_foot[inst, slot])
+            atoms = range(first, end)
+            if any(t.atom_space[a] == space and t.atom_bytes[a, 0] < hi and lo < t.atom_bytes[a, 1] for a in atoms):
+                return t.entries[int(t.entry[inst])][1]
+    return "an instruction of the block"
+
+
+def _merge_race(merge: GmMerge, outputs: tuple, granule_bytes: int, blocks: list) -> str:
+    name, (shape, dtype) = outputs[int(merge.tensor)]
+    size = int(np.prod(shape))
+    bits = dtypes.bits(dtype)
+    per = _per_granule(bits, granule_bytes)
+    g, a, b = int(merge.granule), int(merge.block_a), int(merge.block_b)
+
+    def at(e: int) -> str:
+        return str(tuple(int(i) for i in np.unravel_index(e, shape)))
+
+    first, last = g * per, min((g + 1) * per, size) - 1
+    start, end = first * bits // 8, (last + 1) * bits // 8
+    how = {True: "a plain store", False: "atomic adds"}
+    lines = [
+        f"RACE between blocks {a} and {b} on GM tensor `{name}` granule {g} (bytes [{start}, {end}), elements "
+        f"{at(first)}..{at(last)}): block {a} writes it with {how[bool(merge.plain_a)]}, block {b} with "
+        f"{how[bool(merge.plain_b)]}.",
+        f"  block {a}: {_writer(blocks[a], name, start, end)}; block {b}: {_writer(blocks[b], name, start, end)}.",
+    ]
+    if bool(merge.overlap):
+        lines.append(f"  Both write element {at(int(merge.element))}.")
+    else:
+        lines.append(
+            f"  They write different elements of it (block {a} element {at(int(merge.element))}), but a GM write "
+            f"moves whole {granule_bytes}-byte granules, so the one that lands last overwrites the other's."
+        )
+    lines.append(
+        "  Blocks run at the same time on different AI Cores and nothing orders their GM writes: the result "
+        "depends on which lands last."
+    )
+    lines.append(
+        "  Fix: give each block its own region (offsets from pl.get_block_idx() / k.block_idx, e.g. row = "
+        "block_idx * rows), or, when the blocks' results are meant to be summed, store from every block with "
+        "pl.store(..., atomic=pl.AtomicType.AtomicAdd)."
+    )
+    return "\n".join(lines)
+
+
+def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, outputs: tuple, params: dict,
+            block_dim: int, block_parallel: bool = False):  # fmt: skip
+    def one_block(b):  # (record, control result, data-plane state) of block b
+        state, record, found = planes(
+            kernel, chip, options, control, costs, inputs, outputs, params, {"block_idx": b, "block_num": block_dim}
+        )
+        return record, found, state
+
+    names = tuple(name for name, _ in outputs)
+    initial = initial_gm({}, outputs)
+    granule_bytes = options.gm_granule_bytes
+    blocks = jnp.arange(block_dim, dtype=jnp.int32)
+    if block_parallel:
+        records, controls, full = jax.vmap(one_block)(blocks)
+        marks = full.gm_written
+        merged, merge = merge_gm(names, initial, {n: full.gm[n] for n in names}, marks, granule_bytes)
+    else:
+
+        def step(accs, b):  # run block b and fold its GM into the merge at once: no block keeps a copy of GM
+            record, found, state = one_block(b)
+            accs = {n: _add(accs[n], initial[n], state.gm[n], state.gm_written[n]) for n in names}
+            summary = _summaries(names, initial, state.gm_written, granule_bytes)
+            return accs, (record, found, state.gm_written, summary)
+
+        start = {name: _start(initial[name]) for name in names}
+        accs, (records, controls, marks, summaries) = jax.lax.scan(step, start, blocks)
+        merged, merge = _merge_record(names, initial, accs, summaries, marks, granule_bytes)
+    codes = verdict_codes(controls)
+    failed = codes != Verdict.OK
+    first = jnp.argmax(failed)
+    verdict = jnp.where(jnp.any(failed), codes[first], merge.code)
+    block = jnp.where(jnp.any(failed), first, -1).astype(jnp.int32)
+    return LaunchResult(
+        outputs={name: merged[name] for name in names}, records=records, controls=controls, merge=merge,
+        verdict=verdict, block=block, costs=costs, chip=chip, output_spec=outputs, granule_bytes=granule_bytes,
+    )  # fmt: skip
+
+
+_launch_jit = eqx.filter_jit(_launch)
+
+
+def launch(
+    kernel,
+    inputs: dict,
+    outputs: dict,
+    *,
+    block_dim: int,
+    chip: str | Chip = "a2",
+    params: dict | None = None,
+    options: Options | None = None,
+    control: ControlOptions | None = None,
+    costs: Costs | None = None,
+    jit: bool = True,
+    throw: bool = False,
+    block_parallel: bool = False,
+) -> LaunchResult:
+    """Run ``kernel(k, **params)`` on ``block_dim`` AI Core blocks of ``chip`` (``kernel[None, block_dim](...)``).
+
+    Arguments as for ``ascjax.run``; the kernel reads its block with ``pl.get_block_idx()``
+    / ``k.block_idx`` and ``block_dim`` with ``pl.get_block_num()`` / ``k.block_num``. Returns a
+    ``LaunchResult`` with the merged ``outputs``, per-block ``records`` and ``controls``, ``verdict``,
+    ``cycles`` and ``report()``. ``block_parallel``: run the blocks as one ``vmap`` instead of
+    one after another (see the module docstring). See docs/multi-block.md.
+    """
+    if not isinstance(block_dim, (int, np.integer)) or isinstance(block_dim, bool) or block_dim < 1:
+        raise ValueError(f"block_dim is the number of blocks to launch, a static int >= 1, got {block_dim!r}")
+    chip = get_chip(chip)
+    options = options or Options()
+    control = resolve_control(chip, options, control)
+    costs = default_costs(chip) if costs is None else costs
+    inputs = gm_inputs(inputs)
+    spec = output_spec(outputs)
+    run = _launch_jit if jit else _launch
+    args = (kernel, chip, options, control, costs, inputs, spec, dict(params or {}), int(block_dim))
+    result = run(*args, bool(block_parallel))
+    return raise_if_failed(result, result.verdict) if throw else result

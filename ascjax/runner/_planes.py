@@ -1,0 +1,181 @@
+"""A kernel on the two planes: its record through the control plane, its data on the data plane.
+
+``planes`` traces the kernel twice into one program. The first trace records it
+(``record_kernel``) and the control plane executes the record: the sync hardware of semantics
+§8, every finding ranked, the timeline. The second trace computes the data (``ascjax.dataplane``):
+each instruction's data function on a data-only state, concurrent sections in the order the
+control plane ran them.
+
+What the control plane finds depends on the record's operands only (event ids, phases, slots, trip
+counts, cycles), never on the data. ``planes_cached`` (what ``ascjax.run`` does) therefore compiles
+three programs: the record, the control plane, the data plane. It runs the control plane once per
+distinct record and operands (``ControlCache``), so a kernel run again on other inputs (golden data,
+a training step) pays for the data only. Under a transformation of the data alone (``grad`` or
+``vmap`` over the inputs, ``jit`` around ``run``) the control plane is reused the same way
+(``planes_data_traced``); where parameters or costs are traced, ``run`` uses ``planes_jit``:
+everything as one program.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from ..core._chip import Chip
+from ..core._options import Options
+from ..engine import ControlOptions, EmitOrder, Record, emit_order, run_control, sync_latency
+from ..engine import _dataplane as dataplane
+from ..engine._state import State
+from ..front._program import NeedsData, Program
+from ..front._tracing import initial_gm, record_jit, record_kernel, trace_kernel
+
+
+def execute_data(
+    kernel,
+    chip: Chip,
+    options: Options,
+    inputs: dict,
+    outputs: tuple,
+    params: dict,
+    order: dataplane.Schedule,
+    poison: dataplane.Poison | None = None,
+    block: dict | None = None,
+    emit: EmitOrder | None = None,
+) -> State:
+    """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves. The reads
+    ``poison`` names racy write NaN (``options.poison_races``). ``block``: a launch's ``{"block_idx": b,
+    "block_num": n}``; the state then keeps the GM write marks the launch's merge needs. ``emit``: the order a
+    core's issues are computed in where it is not program order (``ascjax.engine.emit_order``); which of its
+    edges the trace could not follow is noted in ``FOLLOWED``."""
+    names = tuple(name for name, _ in outputs)
+    gm = initial_gm(inputs, outputs)
+    state = State.create(chip, gm, names, options, track_gm_writes=block is not None)
+    program = Program(chip, state, **(block or {}))
+    program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
+    program.poison = poison
+    program.emit = emit
+    state = trace_kernel(kernel, program, params).state
+    if emit is not None:
+        FOLLOWED[emit] = emit.unfixable or emit.violated(program.emitted)
+    return state
+
+
+#: Per ``EmitOrder`` a trace of the data plane used: the first pair of instances it could not compute in the order
+#: they ran (None: every pair). Written while the data plane is traced, read after it ran (``device_order``).
+FOLLOWED: dict = {}
+
+
+def device_order(result, emit: EmitOrder | None):
+    """``result`` with ``reordered`` the first pair the data plane did not compute in the order it ran (-1: none)."""
+    if emit is None:
+        return result
+    pair = FOLLOWED.get(emit, tuple(int(x) for x in np.asarray(result.reordered)))
+    return eqx.tree_at(lambda r: r.reordered, result, np.asarray(pair or (-1, -1), np.int32))  # a host value
+
+
+def planes(
+    kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple, params: dict, block=None
+):
+    """``(state, record, control result)``: the data plane's final state, the record, what the control plane found
+    (``block``: a launch's ``{"block_idx": b, "block_num": n}``; the state then keeps its GM write marks)."""
+    record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, block=block)
+    result = run_control(record, control, sync_latency(costs))
+    order = dataplane.schedule(record, result)
+    poison = dataplane.Poison(dataplane.PoisonIndex(record), result.racy) if options.poison_races else None
+    emit = None if isinstance(result.start, jax.core.Tracer) else emit_order(record, result)  # concrete: not jitted
+    state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit)
+    return state, record, device_order(result, emit)
+
+
+@eqx.filter_jit
+def _data_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, order, racy, index, emit):
+    poison = None if index is None else dataplane.Poison(index, racy)
+    return execute_data(kernel, chip, options, inputs, spec, params, order, poison, emit=emit)
+
+
+class ControlCache:
+    """The control plane's results by record and operands: the ``size`` most recent, the oldest dropped first.
+
+    A record's template is static (one object per compiled recording); its operands are hashed with the
+    sync latencies and the control options, so a hit is exactly a run the control plane would repeat.
+    """
+
+    def __init__(self, size: int = 32):
+        self.size = size
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self.misses = 0  # control-plane runs so far
+
+    def get(self, record, control: ControlOptions, latency):
+        """``(result, schedule, poison index, emit order)`` for ``record``: cached, or from one control-plane run."""
+        digest = hashlib.blake2b(repr(control).encode(), digest_size=16)
+        operands, latency_leaves = jax.device_get((record.operands, jax.tree.leaves(latency)))  # one transfer
+        for name, x in sorted(operands.items()) + [(str(i), x) for i, x in enumerate(latency_leaves)]:
+            a = np.asarray(x)
+            digest.update(f"{name}:{a.dtype}:{a.shape};".encode())
+            digest.update(np.ascontiguousarray(a).tobytes())
+        key = (id(record.template), digest.hexdigest())
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] is record.template:
+            self._entries.move_to_end(key)
+            return hit[1:]
+        self.misses += 1
+        result = run_control(Record(record.template, operands), control, latency)  # the host copy: no second transfer
+        order, index = dataplane.schedule(record, result), dataplane.PoisonIndex(record)
+        entry = (record.template, result, order, index, emit_order(record, result))
+        self._entries[key] = entry
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return entry[1:]
+
+
+#: The control-plane results ``planes_cached`` reuses.
+CONTROL_CACHE = ControlCache()
+
+
+def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
+                  params: dict):  # fmt: skip
+    """``planes`` as three compiled programs, the control plane's run reused for equal records and operands
+    (``CONTROL_CACHE``). Arguments must be concrete (not under a transformation)."""
+    record, latency = record_jit(kernel, chip, costs, inputs, spec, params)
+    return _data_after(kernel, chip, options, inputs, spec, params, record, CONTROL_CACHE.get(record, control, latency))
+
+
+def _data_after(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, record, control_run):
+    """The data plane compiled on its own, in the order ``control_run`` (``ControlCache.get``'s) gives."""
+    result, order, index, emit = control_run
+    racy, index = (result.racy, index) if options.poison_races else (None, None)
+    state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit)
+    return state, record, device_order(result, emit)
+
+
+def planes_data_traced(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
+                       params: dict):  # fmt: skip
+    """``planes_cached`` for a run whose inputs are traced and whose parameters and costs are not (a ``grad`` or
+    ``vmap`` over the data, a ``jit`` around ``run``): the record, made from the inputs' shapes, and the control
+    plane run now, on the host (cached); the caller's transformation holds the data plane alone, compiled as in
+    ``planes_cached``. A kernel that reads GM contents while it is recorded is traced whole (``planes_jit``)."""
+    try:
+        with jax.core.eval_context():  # run now, on the host's values, whatever trace encloses the call
+            shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()}
+            record, latency = record_jit(kernel, chip, costs, shapes, spec, params, shapes_only=True)
+            control_run = CONTROL_CACHE.get(record, control, latency)
+    except NeedsData:
+        return planes_jit(kernel, chip, options, control, costs, inputs, spec, params)
+    return _data_after(kernel, chip, options, inputs, spec, params, record, control_run)
+
+
+def resolve_control(chip: Chip, options: Options, control: ControlOptions | None) -> ControlOptions:
+    """The control plane's options of a run: ``control`` or the chip's device model, with ``options.sanitize``."""
+    from ._check import control_options
+
+    control = control or control_options(chip)
+    return control if options.sanitize else dataclasses.replace(control, sanitize=False)
+
+
+#: compiled once per kernel and static arguments (array inputs, parameters and costs are traced)
+planes_jit = eqx.filter_jit(planes)

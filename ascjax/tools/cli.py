@@ -1,0 +1,258 @@
+"""Command line: ``python -m ascjax list FILE``, ``run FILE::CASE``, ``check FILE::CASE``, ``golden FILE::CASE``,
+``compare`` and ``sweep``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from ..core._chip import CHIPS
+from ..report import _timeline as timeline
+from ._case import build_case, load_cases, run_case, split_target
+from ._manifest import MANIFEST
+from .compare import compare_files
+from .golden import write_golden
+
+#: After this long a person at a terminal is told once that the kernel is compiling.
+COMPILE_NOTICE_S = 2.0
+
+
+@contextlib.contextmanager
+def compile_notice(stream=None, after_s: float = COMPILE_NOTICE_S):
+    """Say once on ``stream`` (stderr; only a terminal) when the work inside takes longer than ``after_s``."""
+    stream = sys.stderr if stream is None else stream
+    timer = None
+    if stream.isatty():
+        timer = threading.Timer(after_s, lambda: print("compiling the kernel (cached for next time)...", file=stream))
+        timer.daemon = True
+        timer.start()
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _cmd_list(args) -> int:
+    for name, fn in load_cases(args.file).items():
+        doc = (fn.__doc__ or "").strip().splitlines()
+        print(f"{args.file}::{name}" + (f"  - {doc[0]}" if doc else ""))
+    return 0
+
+
+def _cmd_run(args) -> int:
+    path, name = split_target(args.target)
+    c = build_case(path, name)
+    start = time.perf_counter()
+    with compile_notice():
+        result, rep, err = run_case(
+            c,
+            chip=args.chip,
+            jit=not args.no_jit,
+            sanitize=not args.no_sanitize,
+            poison_races=args.poison_races,
+        )
+    if args.trace or args.timeline:
+        run = result.timeline()
+        if args.trace:
+            run.to_perfetto(args.trace)
+        if args.timeline:
+            run.plot(args.timeline, title=f"{path}::{name}")
+    seconds = time.perf_counter() - start
+    nan_count = sum(int(np.isnan(np.asarray(v, np.float64)).sum()) for v in result.outputs.values())
+    if args.json:
+        out = rep.to_dict()
+        out.update(
+            case=f"{path}::{name}",
+            expected=c.expect.label,
+            max_abs_err=err,
+            seconds=round(seconds, 3),
+            nan_elements=nan_count,
+        )
+        print(json.dumps(out))
+    else:
+        print(rep)
+        print("\n".join(timeline.summary_text(rep.timing).splitlines()[1:]))  # per-pipe and stuck lines
+        if args.poison_races:
+            print(f"outputs hold {nan_count} NaN element(s) after poisoning racy reads")
+        if err is not None:
+            verdict = "within" if err <= c.atol else "OUTSIDE"
+            print(f"max abs err vs reference: {err:.3g} ({verdict} atol {c.atol:g})")
+    return 0
+
+
+def _cmd_check(args) -> int:
+    from ..runner._check import check
+
+    path, name = split_target(args.target)
+    c = build_case(path, name)
+    with compile_notice():
+        found = check(c.kernel, c.inputs, c.outputs, chip=args.chip or c.chip, params=c.params)
+    run = found.timeline()
+    if args.trace:
+        run.to_perfetto(args.trace)
+    if args.timeline:
+        run.plot(args.timeline, title=f"{path}::{name}")
+    info = run.summary()
+    if args.json:
+        findings = [
+            {"kind": f.kind.name.lower(), "site": f.site, "other": f.other, "message": f.message}
+            for f in found.findings
+        ]
+        doc = {
+            "case": f"{path}::{name}",
+            "verdict": found.verdict.label,
+            "expected": c.expect.label,
+            "findings": findings,
+        }
+        print(json.dumps({**doc, **{k: v for k, v in info.items() if k != "pipes"}, "dropped": found.dropped}))
+    else:
+        print(found)
+        print(timeline.summary_text(info))
+    return 0
+
+
+def _cmd_golden(args) -> int:
+    with compile_notice():
+        manifest = write_golden(args.target, args.out, seed=args.seed, jit=not args.no_jit)
+    names = " ".join(t["name"] + ".bin" for t in manifest["tensors"])
+    print(f"wrote {os.path.join(args.out, '')}{names} (+ .npy) and {MANIFEST}")
+    return 0
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(s) for s in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(s < 0 for s in shape):
+        raise ValueError(f"--shape {text!r} is not a shape: give sizes separated by commas, e.g. --shape 64,64")
+    return shape
+
+
+def _cmd_compare(args) -> int:
+    shape = _shape(args.shape) if args.shape else None
+    result = compare_files(
+        args.expected, args.actual, args.dtype, rtol=args.rtol, atol=args.atol, shape=shape, manifest=args.manifest
+    )
+    print(result)
+    return 0 if result.passed else 1
+
+
+def _grid_value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    raise ValueError(f"--grid values are numbers, got {text!r}")
+
+
+def parse_grid(specs: list[str]) -> dict:
+    """``['first=0,2,3', 'store=0,3']`` -> the cartesian product as scenario columns."""
+    axes = {}
+    for spec in specs:
+        name, eq, values = spec.partition("=")
+        if not eq or not name.strip() or not values.strip():
+            raise ValueError(f"--grid takes NAME=V1,V2,..., got {spec!r}")
+        if name.strip() in axes:
+            raise ValueError(f"--grid names {name.strip()!r} twice: give its values once")
+        axes[name.strip()] = [_grid_value(v.strip()) for v in values.split(",")]
+    mesh = np.meshgrid(*axes.values(), indexing="ij")
+    return {name: m.reshape(-1) for name, m in zip(axes, mesh)}
+
+
+def _cmd_sweep(args) -> int:
+    from ._sweep import sweep
+
+    path, name = split_target(args.target)
+    c = build_case(path, name)
+    if not args.grid:
+        raise ValueError("sweep needs at least one --grid NAME=V1,V2,...")
+    columns = parse_grid(args.grid)
+    start = time.perf_counter()
+    with compile_notice():
+        table = sweep(c, columns, chip=args.chip, chunk_size=args.chunk, progress=None)
+    seconds = time.perf_counter() - start
+    print(table.summary(max_rows=args.rows))
+    print(f"{len(table)} scenarios in {seconds:.1f} s")
+    if args.csv:
+        table.to_csv(args.csv)
+        print(f"wrote {args.csv}")
+    if args.json:
+        table.to_json(args.json)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ascjax", description="Ascend AI Core emulator")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_list = sub.add_parser("list", help="list the cases a kernel file defines")
+    p_list.add_argument("file")
+    p_list.set_defaults(func=_cmd_list)
+    p_run = sub.add_parser("run", help="run one case and print its verdict")
+    p_run.add_argument("target", metavar="FILE::CASE")
+    p_run.add_argument("--chip", choices=sorted(CHIPS), default=None, help="chip model (default: the case's)")
+    p_run.add_argument("--json", action="store_true", help="print one JSON object")
+    p_run.add_argument("--no-jit", action="store_true", help="run op by op without jax.jit")
+    p_run.add_argument("--no-sanitize", action="store_true", help="skip race and uninitialised-read checks")
+    p_run.add_argument("--poison-races", action="store_true", help="racy reads produce NaN in the outputs")
+    p_run.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
+    p_run.add_argument("--timeline", metavar="OUT.png", help="draw the pipeline timeline (needs matplotlib)")
+    p_run.set_defaults(func=_cmd_run)
+    p_check = sub.add_parser(
+        "check", help="check one case's synchronisation without computing data and print every finding"
+    )
+    p_check.add_argument("target", metavar="FILE::CASE")
+    p_check.add_argument("--chip", choices=sorted(CHIPS), default=None, help="chip model (default: the case's)")
+    p_check.add_argument("--json", action="store_true", help="print one JSON object")
+    p_check.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
+    p_check.add_argument("--timeline", metavar="OUT.png", help="draw the pipeline timeline (needs matplotlib)")
+    p_check.set_defaults(func=_cmd_check)
+    p_golden = sub.add_parser("golden", help="write a case's inputs and outputs as device bytes, .npy and a manifest")
+    p_golden.add_argument("target", metavar="FILE::CASE")
+    p_golden.add_argument("--out", metavar="DIR", required=True, help="folder for NAME.bin, NAME.npy, manifest.json")
+    p_golden.add_argument("--seed", type=int, default=None, help="pass seed=N to the case function (draws the inputs)")
+    p_golden.add_argument("--no-jit", action="store_true", help="run op by op without jax.jit (same bytes)")
+    p_golden.set_defaults(func=_cmd_golden)
+    p_cmp = sub.add_parser("compare", help="compare two tensor files (.bin device bytes or .npy); exit 1 on FAIL")
+    p_cmp.add_argument("expected", metavar="EXPECTED")
+    p_cmp.add_argument("actual", metavar="ACTUAL")
+    p_cmp.add_argument(
+        "--dtype",
+        default=None,
+        help="element type of both files (float32, bf16, int8, hif8...; default: the manifest's)",
+    )
+    p_cmp.add_argument(
+        "--manifest", default=None, help="golden manifest naming the tensor (default: manifest.json beside a file)"
+    )
+    p_cmp.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: the dtype's)")
+    p_cmp.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: the dtype's)")
+    p_cmp.add_argument("--shape", metavar="64,64", default=None, help="shape of .bin files, for element coordinates")
+    p_cmp.set_defaults(func=_cmd_compare)
+    p_sweep = sub.add_parser("sweep", help="run a grid of scenarios of one case as one compiled vmap")
+    p_sweep.add_argument("target", metavar="FILE::CASE")
+    p_sweep.add_argument(
+        "--grid", action="append", metavar="NAME=V1,V2", help="a kernel parameter or costs.FIELD and its values"
+    )
+    p_sweep.add_argument("--chip", choices=sorted(CHIPS), default=None, help="chip model (default: the case's)")
+    p_sweep.add_argument("--chunk", type=int, default=1024, help="scenarios per compiled batch")
+    p_sweep.add_argument("--rows", type=int, default=40, help="rows to print")
+    p_sweep.add_argument("--csv", metavar="OUT.csv", help="write every row as CSV")
+    p_sweep.add_argument("--json", metavar="OUT.json", help="write every row as JSON")
+    p_sweep.set_defaults(func=_cmd_sweep)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (OSError, KeyError, ValueError, NotImplementedError, ImportError, SyntaxError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"error: cannot {args.command}: {type(exc).__name__}: {message}", file=sys.stderr)
+        return 2
