@@ -600,7 +600,7 @@ def test_aiv_reading_a_move_without_the_event_races():
     assert {race.site, race.other} == {move, read}
     assert "nothing orders them" in race.message and "cross-core event" in race.message
     assert [f.kind for f in rest] == [Finding.UNINITIALIZED]  # no write happens before the read: every finding
-    assert f"UB@AIV0 bytes [0, 1024) by {read}" in rest[0].message
+    assert f"UB@AIV0 bytes [0, 1024) of tile `ub` by {read}" in rest[0].message
 
 
 @pytest.mark.xfail(reason="a missing READY reads WAR (row_max first) and its fix points from AIV0 to AIC", strict=True)

@@ -490,13 +490,9 @@ def test_race_report_names_both_accesses_the_bytes_and_the_fix():
     )
 
 
-@pytest.mark.xfail(
-    reason="a race on L0C says 'RACE (RAW) on L0C bytes [0, 4096)' and no more: it should name the tile the bytes "
-    "belong to, as version 1 did ('tile `ac`')",
-    strict=True,
-)
 def test_race_words_name_the_tile():
-    assert "tile `ac`" in _run(missing_m_fix_sync).findings()[0].message
+    assert "RACE (RAW) on L0C bytes [0, 4096) of tile `ac`" in _run(missing_m_fix_sync).findings()[0].message
+    assert "of tile" not in _run(workspace_read_back_without_sync).findings()[0].message  # GM:ws names its tensor
 
 
 @pytest.mark.xfail(

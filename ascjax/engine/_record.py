@@ -184,6 +184,7 @@ class RecordBuilder:
         self.n_flag_ids = n_flag_ids
         self.n_cross_ids = n_cross_ids
         self.spaces: list[Space] = []
+        self.regions: dict[tuple[int, int, int], str] = {}
         self._root: list = []
         self._items = self._root
         self._loops: list[tuple[int, int, object]] = []  # (loop id, trip_max, enable) of open loops
@@ -200,6 +201,10 @@ class RecordBuilder:
             raise ValueError(f"space {name!r} is declared twice")
         self.spaces.append(Space(name, int(size_bytes), initialised))
         return len(self.spaces) - 1
+
+    def name_region(self, space: int, lo: int, hi: int, name: str) -> None:
+        """Name bytes ``[lo, hi)`` of ``space`` (a tile), so a finding on them can say whose bytes they are."""
+        self.regions.setdefault((space, int(lo), int(hi)), name)
 
     @contextlib.contextmanager
     def on(self, core: int):
@@ -556,6 +561,8 @@ class Template:
     channel_alt: np.ndarray  # [N, 4] other channels of a wait's receiver (a mode mismatch consumes from them)
     n_flag_ids: int
     n_cross_ids: int
+    #: (space, lo, hi, name) of each named byte range a front end declared (a tile, each TileGroup slot)
+    regions: tuple = ()
 
     @property
     def n_instances(self) -> int:
@@ -772,6 +779,7 @@ def _build(b: RecordBuilder) -> Record:
         notes=tuple(e.note for e in entries),
         loops=tuple(e.loops for e in entries),
         spaces=tuple(b.spaces),
+        regions=tuple((space, lo, hi, name) for (space, lo, hi), name in sorted(b.regions.items())),
         entry=layout.entry,
         iteration=iteration,
         core=core,

@@ -208,7 +208,7 @@ class Recorder:
             column = padded_rows * row_bytes
             first, end = col0 // tile.c0, _ceil_div(col0 + cols, tile.c0)
             runs = [(j * column + row0 * row_bytes, j * column + (row0 + rows) * row_bytes) for j in range(first, end)]
-        space = self.spaces[(tile.buffer, core)]
+        space = self._named(tile, core)
         depth, stride, choice = _slots(tile)
         return [
             (space, [(tile.addr + k * stride + lo, tile.addr + k * stride + hi) for k in range(depth)], choice, True)
@@ -219,7 +219,15 @@ class Recorder:
         """(space, candidate byte ranges, choice, when) of a tile: one range, or one per TileGroup slot."""
         depth, stride, choice = _slots(tile)
         ranges = [(tile.addr + k * stride, tile.end + k * stride) for k in range(depth)]
-        return (self.spaces[(tile.buffer, core)], ranges, choice, True)
+        return (self._named(tile, core), ranges, choice, True)
+
+    def _named(self, tile: Tile, core: int) -> int:
+        """The space ``tile`` lies in, with the tile's bytes (each slot's, for a TileGroup) named in the record."""
+        space = self.spaces[(tile.buffer, core)]
+        depth, stride, _ = _slots(tile)
+        for k in range(depth):
+            self.builder.name_region(space, tile.addr + k * stride, tile.end + k * stride, tile.name)
+        return space
 
     def _uf_blocks(self, tile: Tile, region):
         """The L0C blocks a (row0, rows, col0, cols) region of an Nz ``tile`` touches: candidate ranges (one per

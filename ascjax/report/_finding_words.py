@@ -112,10 +112,12 @@ class _Words:
         return f"{site} ({CORE_NAMES[core]}.{Pipe(pipe)}){loop}"
 
     def atom(self, atom: int, last: int | None = None) -> str:
-        """``L0C bytes [lo, hi)`` of atoms ``atom`` .. ``last`` (one space, contiguous)."""
-        space = self.t.spaces[int(self.t.atom_space[atom])]
+        """``L0C bytes [lo, hi) of tile `ac``` of atoms ``atom`` .. ``last`` (one space, contiguous)."""
+        index = int(self.t.atom_space[atom])
         lo, hi = int(self.t.atom_bytes[atom, 0]), int(self.t.atom_bytes[atom if last is None else last, 1])
-        return f"{space.name} bytes [{lo}, {hi})"
+        names = list(dict.fromkeys(n for s, a, b, n in self.t.regions if s == index and a < hi and lo < b))
+        tiles = f" of tile{'s' if len(names) > 1 else ''} {', '.join(f'`{n}`' for n in names)}" if names else ""
+        return f"{self.t.spaces[index].name} bytes [{lo}, {hi}){tiles}"
 
     def foot(self, inst: int, atom: int, write: bool) -> np.ndarray:
         """The atoms ``inst`` writes (or reads) for sure, and ``atom``, as a bool mask over atoms."""

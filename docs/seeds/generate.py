@@ -41,7 +41,8 @@ import jax
 import numpy as np
 
 import ascjax as aj
-from ascjax import UnitFlagMode, cli, pl
+from ascjax import UnitFlagMode, pl
+from ascjax.tools import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = pathlib.Path("docs/seeds")  # relative to ROOT, where the script runs
