@@ -8,6 +8,7 @@ import re
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
+import phases
 from conftest import KERNELS
 
 import ascjax as aj
@@ -48,8 +49,25 @@ def test_a_race_of_an_mmad_and_its_read_names_both_phases_and_gives_the_missing_
     race = str(_check("phases.py", "seed000_error2").findings[0])
     assert race.startswith("RACE (RAW) on L0C"), race  # on one core the hazard follows program order
     assert "first:  matmul" in race and "second: store at kernels/phases.py" in race
-    assert "(AccPhase.Partial), the store DISABLE (no phase): nothing orders them" in race
+    assert "the matmul used AccPhase.Partial (ENABLE_KEEP), the store no phase (DISABLE): nothing orders" in race
     assert "Fix: give the store phase=STPhase.Final" in race
+
+
+def test_a_hang_in_a_phased_kernel_speaks_of_phases_and_says_when_it_hung():
+    """Phases given as PyPTO-Pro's AccPhase / STPhase: the words lead with them, and the fix is a phase."""
+    partial, final = phases.AccPhase.Partial, phases.STPhase.Final
+    c = phases.phase_case(partial, partial, partial, final, expect="deadlock")
+    found = aj.check(c.kernel, c.inputs, c.outputs, chip=c.chip, params=c.params)
+    text = str(found)
+    line = _line("phases.py", r"k.matmul_acc\(ac, ac")
+    last = f"matmul_acc at kernels/phases.py:{line} (AIC.M) in loop iteration (7)"
+    assert f"{last} with AccPhase.Partial (ENABLE_KEEP), which never sets the flag" in text, text
+    assert "Fix: the last matmul_acc on this tile must use phase=AccPhase.Final (ENABLE_UPDATE)" in text, text
+    hung = re.search(r"no pipe can go on after (\d+) cycles", text)
+    assert hung and int(hung[1]) == int(found.timeline().summary()["cycles"]) > 0, text
+    # the Program spelling of the same hang keeps the Ascend C words
+    plain = str(_check("unit_flag.py", "seed000_error1"))
+    assert "with ENABLE_KEEP (AccPhase.Partial)." in plain and "must use ENABLE_UPDATE (AccPhase.Final)" in plain
 
 
 def test_every_finding_is_reported_most_severe_first_and_the_good_twin_is_clean():

@@ -165,6 +165,7 @@ class _Entry:
     faults: tuple[bool, ...] = (False,) * len(FAULT_KINDS)  # per kind: a traced operand may fault
     tag: object = None  # the front end's name for the issue it came from (``RecordBuilder.tagged``)
     note: str | None = None  # the front end's advice about the issue, shown where its instance runs
+    phased: bool = False  # its unit-flag mode came from a PyPTO-Pro phase (AccPhase / STPhase), not a mode
 
 
 @dataclasses.dataclass
@@ -338,6 +339,7 @@ class RecordBuilder:
         channels=(),
         faults=(),
         note=None,
+        phased=False,
     ) -> None:
         """Record one instruction on the current core.
 
@@ -388,7 +390,7 @@ class RecordBuilder:
                 channels=tuple(channels), flag_triple=flag_triple, uf_role=UnitFlagRole(uf_role), uf_ranges=uf_ranges,
                 uf_stride=(period, run),
                 static_id=int(event_id) if isinstance(event_id, (int, np.integer)) else None, faults=can_fault,
-                note=note,
+                note=note, phased=bool(phased),
             )
         )  # fmt: skip
 
@@ -522,6 +524,7 @@ class Template:
     entries: tuple  # the template entries (name, site, core, pipe, sync) by entry index
     tags: tuple  # the front end's tag of each entry (``RecordBuilder.tagged``; None: untagged)
     notes: tuple  # the front end's advice of each entry (None: none)
+    phased: tuple  # per entry: its unit-flag mode came from a phase argument (the words then speak of phases)
     loops: tuple  # the ids of each entry's enclosing loops, outermost first
     spaces: tuple[Space, ...]
     entry: np.ndarray  # [N] template entry of each instance
@@ -777,6 +780,7 @@ def _build(b: RecordBuilder) -> Record:
         entries=tuple((e.name, e.site, e.core, e.pipe, e.sync) for e in entries),
         tags=tuple(e.tag for e in entries),
         notes=tuple(e.note for e in entries),
+        phased=tuple(e.phased for e in entries),
         loops=tuple(e.loops for e in entries),
         spaces=tuple(b.spaces),
         regions=tuple((space, lo, hi, name) for (space, lo, hi), name in sorted(b.regions.items())),

@@ -165,7 +165,7 @@ class Recorder:
             mode = mode_value(a.get("unit_flag_mode", a.get("phase")), writer=instr.kind is InstrKind.MMAD)
             mode = mode if nop is False else jnp.where(nop, 0, mode)  # a no-op mmad sets and waits for no flag
             ranges, choice, stride = self._uf_blocks(l0c, _region(a, l0c))
-            extra.update(uf_mode=mode, uf_blocks=ranges, uf_choice=choice, uf_stride=stride)
+            extra.update(uf_mode=mode, uf_blocks=ranges, uf_choice=choice, uf_stride=stride, phased="phase" in a)
             if "phase" in a and instr.kind is InstrKind.L0C_READ:
                 self._auto_wait(l0c, mode == 0, site)
         cycles = self._cycles(instr, a)
@@ -226,7 +226,8 @@ class Recorder:
         space = self.spaces[(tile.buffer, core)]
         depth, stride, _ = _slots(tile)
         for k in range(depth):
-            self.builder.name_region(space, tile.addr + k * stride, tile.end + k * stride, tile.name)
+            name = tile.name if depth == 1 else f"{tile.name}[{k}]"  # a TileGroup's slots: `s[0]`, `s[1]`
+            self.builder.name_region(space, tile.addr + k * stride, tile.end + k * stride, name)
         return space
 
     def _uf_blocks(self, tile: Tile, region):

@@ -9,6 +9,7 @@ waits for; a leftover names the signal and who set it.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from ..core import (
 from ..engine import Sync, UnitFlagRole
 from ..engine._checks import FAULT_DETAIL
 from ..engine._log import DETAIL_A, DETAIL_B, ENTRY, INST, KIND, OTHER
+from ._slot_mapping import SlotMismatch, slot_mismatches
 
 #: what a leftover row's detail ``a`` says is still set
 _LEFT = ("intra-core flag", "cross-core event", "INTER_SUBBLOCK barrier half", "L0C unit flag")
@@ -39,12 +41,23 @@ _LEFT = ("intra-core flag", "cross-core event", "INTER_SUBBLOCK barrier half", "
 _MODES = {0: ("DISABLE", "no phase"), 2: ("ENABLE_KEEP", "Partial"), 3: ("ENABLE_UPDATE", "Final")}
 
 
-def mode_text(mode: int, role: UnitFlagRole) -> str:
-    """``ENABLE_KEEP (AccPhase.Partial)`` for an mmad, ``... (STPhase.Partial)`` for a read, in both spellings."""
+def mode_text(mode: int, role: UnitFlagRole, pl: bool = False) -> str:
+    """``ENABLE_KEEP (AccPhase.Partial)`` for an mmad, ``... (STPhase.Partial)`` for a read, in both spellings;
+    ``pl``: the kernel is written in ``ascjax.pl``, so its phase comes first (``AccPhase.Partial (ENABLE_KEEP)``)."""
     name, phase = _MODES.get(int(mode), (f"mode {int(mode)}", "?"))
     if int(mode) == 0:
-        return f"{name} (no phase)"
-    return f"{name} ({'AccPhase' if role is UnitFlagRole.WRITER else 'STPhase'}.{phase})"
+        return "no phase (DISABLE)" if pl else f"{name} (no phase)"
+    phase = f"{'AccPhase' if role is UnitFlagRole.WRITER else 'STPhase'}.{phase}"
+    return f"{phase} ({name})" if pl else f"{name} ({phase})"
+
+
+#: ``ENABLE_UPDATE (STPhase.Final)`` in a fix: the mode, then the phase it stands for
+_MODE_THEN_PHASE = re.compile(r"(ENABLE_\w+|DISABLE) \(((?:AccPhase|STPhase)\.\w+)\)")
+
+
+def phases_first(text: str) -> str:
+    """A fix in PyPTO-Pro's words: ``ENABLE_UPDATE (STPhase.Final)`` -> ``phase=STPhase.Final (ENABLE_UPDATE)``."""
+    return _MODE_THEN_PHASE.sub(r"phase=\2 (\1)", text)
 
 
 def _unit_flag_fix(want: int, last_role, last_mode: int) -> str:
@@ -69,6 +82,14 @@ def _unit_flag_fix(want: int, last_role, last_mode: int) -> str:
     )
 
 
+def where(t, inst: int) -> str:
+    """``name at file:line (core.pipe)`` of instance ``inst`` of template ``t``, with its loop iteration."""
+    name, site, core, pipe, _ = t.entries[int(t.entry[inst])]
+    it = [int(i) for i in t.iteration[inst] if i >= 0]
+    loop = f" in loop iteration ({', '.join(map(str, it))})" if it else ""
+    return f"{site} ({CORE_NAMES[core]}.{Pipe(pipe)}){loop}"
+
+
 @dataclasses.dataclass(frozen=True)
 class FindingText:
     """One finding: its kind, the site of the instruction that raised it, the other site involved, the words."""
@@ -85,6 +106,7 @@ class FindingText:
 class _Words:
     def __init__(self, record, result, chip=None):
         self.chip = chip
+        self.record = record
         self.t = record.template
         self.enable = np.asarray(record.operands["enable"]).reshape(-1)
         self.result = result
@@ -104,12 +126,7 @@ class _Words:
         self.ops = {k: np.asarray(record.operands[k]).reshape(-1) for k in names}
 
     def where(self, inst: int) -> str:
-        """``name at file:line`` on core.pipe, with its loop iteration."""
-        t = self.t
-        name, site, core, pipe, _ = t.entries[int(t.entry[inst])]
-        it = [int(i) for i in t.iteration[inst] if i >= 0]
-        loop = f" in loop iteration ({', '.join(map(str, it))})" if it else ""
-        return f"{site} ({CORE_NAMES[core]}.{Pipe(pipe)}){loop}"
+        return where(self.t, inst)
 
     def atom(self, atom: int, last: int | None = None) -> str:
         """``L0C bytes [lo, hi) of tile `ac``` of atoms ``atom`` .. ``last`` (one space, contiguous)."""
@@ -236,7 +253,10 @@ class _Words:
         lines.append("  nothing orders them: no flag, unit-flag handshake, barrier or cross-core event leads from the "
                      "first to the second.")  # fmt: skip
         (first, first_core, first_pipe), (second, second_core, second_pipe) = self.who(other), self.who(inst)
-        if first_core != second_core:
+        mismatch = self.slot_mismatch(inst, other) if first_core != second_core else None
+        if mismatch is not None:
+            lines += self.slot_words(mismatch)
+        elif first_core != second_core:
             lines.append(
                 f"  Fix: set_cross_core(pipe={first_pipe}, event_id=id) on {first_core} after the {first} and "
                 f"wait_cross_core(pipe={second_pipe}, event_id=id) on {second_core} before the {second}."
@@ -248,13 +268,38 @@ class _Words:
             )
         return "\n".join(lines)
 
+    def slot_mismatch(self, *insts: int) -> SlotMismatch | None:
+        """The slot mismatch one of ``insts`` made (seed 002's check 1), if any: then that is the race's cause."""
+        if not hasattr(self, "_mismatches"):
+            self._mismatches = {m.access: m for m in slot_mismatches(self.record, self.result)}
+        return next((self._mismatches[i] for i in insts if i in self._mismatches), None)
+
+    def slot_words(self, m: SlotMismatch) -> list[str]:
+        """The access, the wait before it and the set that wait took, by slot; the fix is the slot expression."""
+        name, _, _ = self.who(m.access)
+        role, did, does = ("READY", "writing", "read") if m.ready else ("RELEASE", "reading", "overwrite")
+        set_slots = ", ".join(f"`{m.group}[{s}]`" for s in m.set_slots)
+        theirs = "/".join(str(s) for s in m.set_slots)
+        wait_site = self.t.entries[int(self.t.entry[m.wait])][1].partition(" at ")[2]
+        return [
+            f"  slot mismatch: the {name} {'reads' if m.ready else 'overwrites'} `{m.group}[{m.slot}]` after "
+            f"waiting at {wait_site} on event {m.event_id}, the {role} of {set_slots} (set by the {self.where(m.set)} "
+            f"after {did} slot {theirs}): the {does} of slot {m.slot} waited on the {role} of slot {theirs}.",
+            f"  Fix: the slot expression. The {name}'s TileGroup index and the wait's event_id must pick one slot, "
+            f"from one expression on both sides (slot = i % depth: `{m.group}[slot]` and event_id=BASE + slot); "
+            "no further event is needed.",
+        ]
+
     def unit_flag_race(self, writer: int, reader: int) -> list[str]:
         """Both sides' phases, and the fix: the unit flag orders an mmad and its read only with a phase on both."""
         w_mode, r_mode = int(self.ops["uf_mode"][writer]), int(self.ops["uf_mode"][reader])
         w_name, r_name = self.who(writer)[0], self.who(reader)[0]
+        pl = self.pl_spelled(writer) or self.pl_spelled(reader)
+        if pl:
+            w_name, r_name = self.spelling(writer), self.spelling(reader)
         lines = [
-            f"  the {w_name} used {mode_text(w_mode, UnitFlagRole.WRITER)}, the {r_name} "
-            f"{mode_text(r_mode, UnitFlagRole.READER)}: nothing orders them."
+            f"  the {w_name} used {mode_text(w_mode, UnitFlagRole.WRITER, pl)}, the {r_name} "
+            f"{mode_text(r_mode, UnitFlagRole.READER, pl)}: nothing orders them."
         ]
         if w_mode and not r_mode:
             lines.append(f"  Fix: give the {r_name} phase=STPhase.Final (unit_flag_mode=ENABLE_UPDATE): the unit flag "
@@ -266,6 +311,15 @@ class _Words:
             lines.append("  Fix: AccPhase.Final on the last mmad and STPhase.Final on the read, or DISABLE on both "
                          "with sync_notify / sync_wait(M, FIX).")  # fmt: skip
         return lines
+
+    def spelling(self, inst: int) -> str:
+        """The instruction as the kernel spells it (``matmul_acc`` in ``ascjax.pl``, ``mmad`` in a Program)."""
+        return self.t.entries[int(self.t.entry[inst])][1].partition(" at ")[0]
+
+    def pl_spelled(self, inst: int) -> bool:
+        """The kernel gave this instruction a PyPTO-Pro phase (``matmul(..., phase=AccPhase.Partial)``), not a
+        unit-flag mode: the words then speak of phases first."""
+        return bool(self.t.phased[int(self.t.entry[inst])])
 
     def who(self, inst: int) -> tuple[str, str, Pipe]:
         name, _, core, pipe, _ = self.t.entries[int(self.t.entry[inst])]
@@ -459,9 +513,19 @@ class _Words:
         else:
             mode, role = int(self.ops["uf_mode"][toucher]), UnitFlagRole(int(t.uf_role[toucher]))
             verb = "written" if role is UnitFlagRole.WRITER else "read"
-            lines.append(f"    those blocks were last {verb} by {self.where(toucher)} with {mode_text(mode, role)}.")
-        lines.append("    Fix: " + _unit_flag_fix(want, UnitFlagRole(int(t.uf_role[toucher])) if toucher >= 0 else None,
-                                                    int(self.ops["uf_mode"][toucher]) if toucher >= 0 else 0))  # fmt: skip
+            pl = self.pl_spelled(toucher)
+            never = (
+                ", which never sets the flag" if pl and want == 1 and role is UnitFlagRole.WRITER and mode == 2 else ""
+            )
+            lines.append(f"    those blocks were last {verb} by {self.where(toucher)} with {mode_text(mode, role, pl)}"
+                         f"{never}.")  # fmt: skip
+        fix = _unit_flag_fix(want, UnitFlagRole(int(t.uf_role[toucher])) if toucher >= 0 else None,
+                             int(self.ops["uf_mode"][toucher]) if toucher >= 0 else 0)  # fmt: skip
+        if self.pl_spelled(inst) or (toucher >= 0 and self.pl_spelled(toucher)):  # PyPTO-Pro's words and spelling
+            writer = toucher if toucher >= 0 and t.uf_role[toucher] == UnitFlagRole.WRITER else inst
+            name = self.spelling(writer) if self.pl_spelled(writer) else "matmul"
+            fix = phases_first(fix).replace("an mmad", f"a {name}").replace("mmad", name)
+        lines.append("    Fix: " + fix)
         return "\n".join(lines)
 
     def last_writer(self, inst: int, atoms: list) -> int:
