@@ -114,7 +114,7 @@ def test_twins_are_reported_and_the_good_kernel_is_clean(checked):
     dead = result.report(index=fa.NO_READY_SET)
     assert dead.verdict is aj.Verdict.DEADLOCK and "cross-core event 0" in str(dead), str(dead)
     stale = result.report(index=fa.SLOT_MISMATCH)
-    assert stale.verdict is aj.Verdict.RACE and "`s`" in str(stale), str(stale)
+    assert stale.verdict is aj.Verdict.RACE and "`s[0]`" in str(stale) and "slot mismatch" in str(stale), str(stale)
 
 
 @pytest.mark.slow

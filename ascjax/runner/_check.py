@@ -29,6 +29,7 @@ from ..engine import (
 from ..engine._log import ENTRY
 from ..front._tracing import gm_inputs, output_spec, record_jit, record_kernel
 from ..report._event_table import event_table
+from ..report._explain import Explained, explain
 from ..report._finding_words import FindingText, describe
 from ..report._report import Report
 from ..report._run_warnings import run_warnings
@@ -97,6 +98,10 @@ class CheckResult:
             self.verdict, message, location, op, run_warnings(self.record, self.result), self.chip.name,
             self.timeline().summary(), event_table(self.record, self.result),
         )  # fmt: skip
+
+    def explain(self) -> Explained:
+        """Seed 002's six checks of the cross-core design on this run, and the events by id and slot (``print`` it)."""
+        return explain(self.record, self.result, self.findings)
 
     def __str__(self) -> str:
         if not self.findings:

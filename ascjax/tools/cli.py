@@ -119,6 +119,18 @@ def _cmd_check(args) -> int:
     return 0
 
 
+def _cmd_explain(args) -> int:
+    from ..runner._check import check
+
+    path, name = split_target(args.target)
+    c = build_case(path, name)
+    with compile_notice():
+        found = check(c.kernel, c.inputs, c.outputs, chip=args.chip or c.chip, params=c.params)
+    print(f"{path}::{name}: {found.verdict.name}")
+    print(found.explain())
+    return 0
+
+
 def _cmd_golden(args) -> int:
     with compile_notice():
         manifest = write_golden(args.target, args.out, seed=args.seed, jit=not args.no_jit)
@@ -217,6 +229,12 @@ def main(argv=None) -> int:
     p_check.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
     p_check.add_argument("--timeline", metavar="OUT.png", help="draw the pipeline timeline (needs matplotlib)")
     p_check.set_defaults(func=_cmd_check)
+    p_explain = sub.add_parser(
+        "explain", help="check one case and print seed 002's six cross-core checks and its events by id and slot"
+    )
+    p_explain.add_argument("target", metavar="FILE::CASE")
+    p_explain.add_argument("--chip", choices=sorted(CHIPS), default=None, help="chip model (default: the case's)")
+    p_explain.set_defaults(func=_cmd_explain)
     p_golden = sub.add_parser("golden", help="write a case's inputs and outputs as device bytes, .npy and a manifest")
     p_golden.add_argument("target", metavar="FILE::CASE")
     p_golden.add_argument("--out", metavar="DIR", required=True, help="folder for NAME.bin, NAME.npy, manifest.json")
