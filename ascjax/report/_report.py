@@ -20,6 +20,7 @@ class Report:
     chip: str
     timing: dict  # see ascjax.report._timeline.Timeline.summary: cycles, bound, cube peak fraction, per-pipe busy/stall
     events: str = ""  # the cross-core event table (empty when the kernel used none)
+    poisoned: str = ""  # how many output elements a RAW race's reads can poison (empty: none, or not run)
 
     @property
     def cycles(self) -> float:
@@ -27,6 +28,8 @@ class Report:
 
     def __str__(self) -> str:
         text = self.message
+        if self.poisoned:
+            text += "\n  " + self.poisoned
         if self.warnings:
             text += "\n" + "\n".join(f"warning: {w}" for w in self.warnings)
         if self.events:
@@ -45,4 +48,5 @@ class Report:
             "bound": self.timing["bound"],
             "cube_peak_fraction": self.timing["cube_peak_fraction"],
             "events": self.events,
+            "poisoned": self.poisoned,
         }

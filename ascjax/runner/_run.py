@@ -18,6 +18,8 @@ from ..core._options import Options
 from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs
 from ..engine._state import State
 from ..front._tracing import gm_inputs, output_spec
+from ..report._explain import Explained
+from ..report._poison import poison_words
 from ..report._report import Report
 from ..report._timeline import Timeline
 from ._check import CheckResult, verdict_codes
@@ -84,8 +86,18 @@ class Result(eqx.Module):
         return self.checked(index).timeline()
 
     def report(self, index: int | None = None) -> Report:
-        """Explain the run (pass ``index`` to pick one scenario of a vmapped batch)."""
-        return self.checked(index).report()
+        """Explain the run (pass ``index`` to pick one scenario of a vmapped batch); with a RAW race, how many
+        output elements its racy reads can poison."""
+        checked = self.checked(index)
+        rep = checked.report()
+        outputs = {name: (int(np.prod(np.shape(v)[int(self.batched) :])), np.dtype(v.dtype).itemsize)
+                   for name, v in self.outputs.items()}  # fmt: skip
+        rep.poisoned = poison_words(checked.record, checked.result, outputs)
+        return rep
+
+    def explain(self, index: int | None = None) -> Explained:
+        """Seed 002's six checks of the cross-core design on this run, and the events by id and slot (``print`` it)."""
+        return self.checked(index).explain()
 
     def check(self) -> Result:
         """Raise the typed error (``DeadlockError``, ``SyncError``...) if the verdict is not OK."""

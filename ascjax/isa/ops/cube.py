@@ -63,10 +63,11 @@ def _saturating_add(x, y):
     return jnp.where(overflow, limit, s)
 
 
-def _saturate(x, saturation):
-    """Saturation mode (CTRL[48] = 0): inf -> +-max, NaN -> 0; otherwise inf/NaN propagate."""
+def _saturate(x, saturation, keep_nan: bool = False):
+    """Saturation mode (CTRL[48] = 0): inf -> +-max, NaN -> 0; otherwise inf/NaN propagate. ``keep_nan``
+    (``poison_races``): a NaN stays NaN, so the poison of a racy read survives saturation."""
     big = jnp.finfo(jnp.float32).max
-    sat = jnp.where(jnp.isnan(x), 0.0, jnp.clip(x, -big, big))
+    sat = jnp.clip(x, -big, big) if keep_nan else jnp.where(jnp.isnan(x), 0.0, jnp.clip(x, -big, big))
     return jnp.where(saturation, sat, x)
 
 
@@ -210,7 +211,7 @@ def mmad(
     if bias is None:
         init = jnp.where(jnp.asarray(c_matrix_init_val), jnp.zeros_like(init), init)
     if dtypes.is_float(c_dtype):
-        result = _saturate(init + prod, state.aic.saturation)
+        result = _saturate(init + prod, state.aic.saturation, keep_nan=state.options.poison_races)
     else:
         result = _saturating_add(init, prod)
     region = (jnp.arange(mc)[:, None] < m_pad) & (jnp.arange(nc)[None, :] < n_pad)

@@ -193,12 +193,15 @@ def fixpipe(
             f"moves {limit} columns" + ("" if static_int(n) is not None else " (n is traced: the whole window)"),
         )
         scale = jnp.pad(scale[:win_c], (0, max(0, win_c - scale.shape[0])), constant_values=1.0)
+    # poison_races: a NaN an earlier racy read left in L0C survives the conversion's saturation
+    carried = jnp.isnan(data) if state.options.poison_races and jnp.issubdtype(data.dtype, jnp.floating) else False
     data = quant.apply(
         data, q, out_dtype, scale=scale, offset=quant_offset, relu=relu, saturate=state.aic.saturation,
         straight_through=state.options.straight_through,
     )  # fmt: skip
+    racy = jnp.asarray(racy) | carried
     if out_dtype == "hifloat8":  # its NaN code, not uint8's poison
-        data = jnp.where(jnp.asarray(racy) & state.options.poison_races, jnp.uint8(_HIF8_NAN), data)
+        data = jnp.where(racy & state.options.poison_races, jnp.uint8(_HIF8_NAN), data)
     else:
         data = poison(data, racy, state.options)
     _need(

@@ -1,0 +1,34 @@
+"""How many output elements a race's racy reads can poison, said without ``poison_races``; and the poison itself
+survives the cube's saturation (a NaN in L0C is not flushed to 0 on the way out)."""
+
+import numpy as np
+import pytest
+from conftest import KERNELS
+
+import ascjax as aj
+
+
+def _run(name, **kw):
+    case = aj.build_case(str(KERNELS / "vec_cube.py"), name)
+    return aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params, **kw)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_the_report_bounds_what_poison_races_turns_nan(jit):
+    plain = _run("vec_cube_no_wait", jit=jit)
+    rep = plain.report()
+    assert rep.verdict is aj.Verdict.RACE
+    assert "can poison up to 4,096 of the 4,096 elements of output `out`" in rep.poisoned, rep.poisoned
+    assert rep.poisoned in str(rep) and rep.to_dict()["poisoned"] == rep.poisoned
+    assert not np.isnan(np.asarray(plain.outputs["out"])).any()  # nothing is poisoned unless asked
+    poisoned = _run("vec_cube_no_wait", jit=jit, poison_races=True)
+    # the racy L0A copy feeds every element of the 64 x 64 product, through the saturating mmad and fixpipe
+    assert int(np.isnan(np.asarray(poisoned.outputs["out"], np.float64)).sum()) == 4096
+
+
+def test_a_clean_run_and_a_war_race_poison_nothing():
+    assert _run("vec_cube_abs_sqrt_matmul").report().poisoned == ""
+    case = aj.build_case(str(KERNELS / "matmul_softmax.py"), "matmul_softmax_no_wait")
+    rep = aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params).report()
+    assert rep.verdict is aj.Verdict.RACE and "RACE (WAR)" in rep.message.splitlines()[1]
+    assert rep.poisoned == "", rep.poisoned  # the read came first: poison_races has nothing to poison either
