@@ -23,6 +23,7 @@ import bench_matmul  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_sections  # noqa: E402
 import bench_sweep  # noqa: E402
+import bench_timing_accuracy  # noqa: E402
 from _timing import fmt_seconds, machine, print_details, verdict_word  # noqa: E402
 
 #: name -> (full-size call, quick call)
@@ -37,6 +38,7 @@ BENCHMARKS = {
     "compile": (lambda: bench_compile.measure(4, 64), lambda: bench_compile.measure(2, 8)),
     "sections": (lambda: bench_sections.measure(16), lambda: bench_sections.measure(4)),
     "memory": (bench_memory.measure, bench_memory.measure),
+    "timing_accuracy": (bench_timing_accuracy.measure, lambda: bench_timing_accuracy.measure(2)),
 }
 
 

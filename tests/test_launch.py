@@ -210,7 +210,8 @@ def test_a_matmul_split_over_blocks_matches_numpy_and_runs_in_a_quarter_of_the_c
     np.testing.assert_array_equal(np.asarray(four.outputs["c"]), np.asarray(one.outputs["c"]))
     per = np.asarray(four.block_cycles)
     assert len(set(per.tolist())) == 1 and float(four.cycles) == per[0]  # 4 blocks, one wave
-    assert 3.5 < one.report().cycles / float(four.cycles) <= 4.0  # each block does a quarter of the K loops
+    # each block does a quarter of the K loops, and pays its own first load's and last store's latency
+    assert 3.0 < one.report().cycles / float(four.cycles) <= 4.0
     with pytest.raises(ValueError, match="4 output tiles do not split evenly over block_dim 3"):
         aj.launch(case.kernel, case.inputs, case.outputs, block_dim=3, params=case.params)
 

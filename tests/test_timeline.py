@@ -13,7 +13,7 @@ from conftest import KERNELS
 import ascjax as aj
 from ascjax.core import AIV0, Pipe
 
-GM_READ, GM_WRITE, MTE2_BPC, MTE3_BPC, FLAG = 1400, 300, 32, 64, 69  # facts §7, as tests/test_record_costs.py
+GM_READ, GM_WRITE, MTE2_BPC, MTE3_BPC, FLAG = 188, 167, 32, 64, 52  # the A2 table, as tests/test_record_costs.py
 
 
 def _chain(k):
@@ -32,17 +32,20 @@ def _check(kernel, **kw):
 
 def test_a_load_flag_store_chain_is_a_span_per_instruction_with_the_hand_computed_cycles():
     tl = _check(_chain).timeline()
-    load, store = GM_READ + 32 * 32 * 4 // MTE2_BPC, GM_WRITE + 32 * 32 * 4 // MTE3_BPC  # 1528, 364
+    transfer = 32 * 32 * 4 // MTE2_BPC  # the load leaves MTE2 after its bytes and lands after its latency
+    load, store = GM_READ + transfer, GM_WRITE + 32 * 32 * 4 // MTE3_BPC  # 316, 231
     assert [(s.op, s.pipe, s.start_cycle, s.end_cycle) for s in tl.spans] == [
         ("copy_gm2ub", Pipe.MTE2, 0, load),
-        ("set_flag", Pipe.MTE2, load, load + 1),
+        ("set_flag", Pipe.MTE2, load, load + 1),  # behind the load: it starts once the load has landed
         ("wait_flag", Pipe.MTE3, load + 1 + FLAG, load + 1 + FLAG + 1),
         ("copy_ub2gm", Pipe.MTE3, load + 1 + FLAG + 1, load + 1 + FLAG + 1 + store),
     ]
     assert all(s.core == AIV0 for s in tl.spans) and "test_timeline.py" in tl.spans[2].site
     assert tl.spans[2].source == tl.spans[1].inst  # the wait consumed the set's signal
     info = tl.summary()
-    assert info["cycles"] == tl.cycles == load + 1 + FLAG + 1 + store  # 1963
+    assert info["cycles"] == tl.cycles == load + 1 + FLAG + 1 + store  # 601
+    # busy while the load runs and is in flight (it left MTE2 after its bytes: ``transfer``), then the set
+    assert tl.spans[0].leave_cycle == transfer
     assert info["pipes"]["AIV0.MTE2"] == {"busy_cycles": load + 1, "stall_cycles": 0, "end_cycle": load + 1}
     assert info["pipes"]["AIV0.MTE3"]["stall_cycles"] == load + 1 + FLAG  # idle until the signal arrived
     assert info["bound"] == "MTE2" and info["stuck"] == [] and info["cube_peak_fraction"] == 0.0
@@ -56,9 +59,12 @@ def test_the_trace_has_a_track_per_pipe_in_use_and_a_flow_per_consumed_signal(tm
     assert threads == {(AIV0, "MTE2"), (AIV0, "MTE3")}  # each core shows only its own pipes
     slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     assert len(slices) == 4 and slices[2]["args"]["waited_for"].startswith("sync_notify at")
+    flights = [e for e in doc["traceEvents"] if e["ph"] in "be" and e.get("cat") == "in flight"]
+    assert [(e["ph"], e["id"]) for e in flights] == [("b", 0), ("e", 0), ("b", 3), ("e", 3)]  # the load, the store
+    assert slices[0]["dur"] == 32 * 32 * 4 // MTE2_BPC / 1850.0  # the load holds MTE2 for its bytes only
     starts = {e["id"] for e in doc["traceEvents"] if e["ph"] == "s"}
     assert starts and starts == {e["id"] for e in doc["traceEvents"] if e["ph"] == "f"}  # complete pairs
-    assert doc["otherData"]["cycles"] == 1963
+    assert doc["otherData"]["cycles"] == 601
 
 
 def test_a_deadlock_shows_the_stuck_pipe_from_the_cycle_it_went_idle_and_its_twin_shows_none(tmp_path):

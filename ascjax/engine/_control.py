@@ -19,7 +19,7 @@ from jaxtyping import Array, Bool, Int
 from ..core import RAW
 from . import _checks
 from ._log import KIND, ranked
-from ._machine import Machine, execute, plan
+from ._machine import Col, Machine, execute, plan
 from ._options import ControlOptions, SyncLatency
 from ._record import Record
 from ._tables import Static, static
@@ -34,7 +34,7 @@ class ControlResult(eqx.Module):
     n_findings: Int[Array, ""]
     dropped: Int[Array, ""]  # distinct (kind, site) findings past ``max_findings``
     start: Int[Array, " N"]  # per instance, the cycle it started (-1: it never ran)
-    end: Int[Array, " N"]  # the cycle it completed (-1: never)
+    end: Int[Array, " N"]  # the cycle it completed (a DMA request: landed) (-1: never)
     source: Int[Array, " N"]  # a wait that ran: the instance whose set (or unit-flag flip) it consumed (-1: none)
     racy: Bool[Array, " N"]  # per instance, it read bytes a write it is not ordered with wrote (RAW): poisoned data
     # two conflicting instances of one core that sync ran against program order (the later one first), or -1
@@ -69,8 +69,9 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     race = static_rows["races"]
     racy = jnp.zeros(st.n_instances, bool).at[race["inst"]].max(race["valid"] & (race["b"] == RAW))
     n = st.n_instances if options.keep_timeline else 0
+    landed = jnp.where(log.end_t >= 0, log.end_t + pl.table[:, Col.FLIGHT], -1)  # a DMA request: after its flight
     return ControlResult(
-        findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=log.end_t[:n],
+        findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=landed[:n],
         source=log.source[:n], racy=racy, reordered=_checks.reordered(st, pairs),
         deadlocked=m.stuck | ~m.done, events=jnp.sum(events.kind != 0).astype(jnp.int32), machine=m,
     )  # fmt: skip

@@ -73,6 +73,9 @@ class Costs(eqx.Module):
     vector_bytes_per_cycle: Float[Array, ""]  # add / mul / max class (vector cores)
     vector_transcendental_elements_per_cycle: Float[Array, ""]  # exp / ln / sqrt / div class
     gm_write_latency_cycles: Float[Array, ""]
+    mte1_fixed_cycles: Float[Array, ""]  # per MTE1 copy, before its bytes
+    fix_fixed_cycles: Float[Array, ""]  # per fixpipe / L0C -> UB move, before its fractals
+    vector_fixed_cycles: Float[Array, ""]  # per V instruction, before its elements
     flag_latency_cycles: Float[Array, ""]
     cross_core_latency_cycles: Float[Array, ""]
     unit_flag_latency_cycles: Float[Array, ""]
@@ -94,12 +97,15 @@ def default_costs(chip) -> Costs:
         # fp8/hif8 16x16x32 (3510); int4 16x16x64 (2201); MX fp8 16x16x32 and MX fp4 16x16x64 (3510). A class
         # the chip lacks is never read (its dtype check fails first); it carries the other chip's figure
         cube_macs_per_cycle=f([4096, 8192, 256 if arch_3510 else 1024, 8192, 16384, 8192, 16384]),
-        # facts §7: 4156 = 4096 + 60 in the published unit-flag measurement (a head paid once per run of mmads)
-        mmad_head_cycles=f(60),
+        # fitted to calibration kernel 1 (docs/timing.md, one AIC, 8192^3 half, 64^3 base blocks): 125 cycles per
+        # dependent mmad = 64 of compute + 61 of head; an mmad that streams behind another on M pays none
+        mmad_head_cycles=f(61),
         # facts §7 platform ini ddr_rate: 32 B/cycle (910B), 31 (950PR)
         mte2_bytes_per_cycle=f(31 if arch_3510 else 32),
-        # facts §7 PyPTO cost model: GM read 1400 cycles, write 300
-        gm_read_latency_cycles=f(1400),
+        # fitted to calibration kernel 2 (one AIV, z = x + y, 8 KB single-buffered copies): its MTE2 time of
+        # 700 cycles per tile (two 8 KB reads in flight together: 2 x 256 at 32 B/cycle, then the latency). In
+        # flight: a request leaves MTE2 after its bytes, so latencies overlap
+        gm_read_latency_cycles=f(188),
         # facts §7 MTE1: L1->L0A 256 B/cycle; L1->L0B 128 (2201) / 256 (3510); transposed 128; L1->BT 32
         l1_to_l0a_bytes_per_cycle=f(256),
         l1_to_l0b_bytes_per_cycle=f(256 if arch_3510 else 128),
@@ -114,13 +120,21 @@ def default_costs(chip) -> Costs:
         ub_to_l1_bytes_per_cycle=f(128),  # facts §7: A2 platform ini ub->l1 128; 3510 UB->L1 128
         vector_bytes_per_cycle=f(256),  # facts §7 Vector: 256 B/cycle (A2/A3), 256 B per beat (950)
         vector_transcendental_elements_per_cycle=f(32),  # facts §7: Exp/Ln/Sqrt/Div 32 el/cycle (A2/A3)
-        gm_write_latency_cycles=f(300),  # facts §7 PyPTO cost model
-        # fitted to the published unit-flag measurement (facts §1): 4225 - 4156 cycles without the unit flag
-        # (M -> FIX software sync) and 4209 - 4156 with it; see docs/timing.md
-        flag_latency_cycles=f(69),
+        # fitted to calibration kernel 2: MTE3 time of 295 cycles per 8 KB write = 128 at 64 B/cycle + the latency
+        gm_write_latency_cycles=f(167),
+        # fitted to calibration kernel 1: MTE1 143 cycles per 8 KB L0A + 8 KB L0B = 32 + 64 bytes-cycles + 2 x 23.5
+        mte1_fixed_cycles=f(23.5),
+        fix_fixed_cycles=f(23.5),  # estimate: no published figure; the MTE1 fixed cost (both are cube DMA engines)
+        # fitted to calibration kernel 2: 86 cycles per 4096-element half Add = 32 at 256 B/cycle + 54
+        vector_fixed_cycles=f(54),
+        # estimate: no published figure for an intra-core flag; the unit-flag latency below (both are one flag
+        # bit's hand-off between two pipes of the cube)
+        flag_latency_cycles=f(52),
         # estimate: no published figure for a cross-core event; the intra-core flag latency above
-        cross_core_latency_cycles=f(69),
-        unit_flag_latency_cycles=f(53),
+        cross_core_latency_cycles=f(52),
+        # derived from the published unit-flag measurement (facts §1), its only constant: 4209 - 4157 (the
+        # 4096 cycles of eight streaming mmads and one 61-cycle head)
+        unit_flag_latency_cycles=f(52),
         scalar_cycles=f(1),  # estimate: one scalar instruction
     )
 
@@ -135,8 +149,8 @@ def _ceil_to(x, unit: int):
 
 
 def transfer_cycles(nbytes, bytes_per_cycle, latency_cycles=0.0):
-    """A copy of ``nbytes`` at ``bytes_per_cycle``, after ``latency_cycles`` (the GM latency of an MTE2 / MTE3
-    transfer, none on chip)."""
+    """A copy of ``nbytes`` at ``bytes_per_cycle``, then ``latency_cycles`` (the GM latency of an MTE2 / MTE3
+    transfer, in flight once the bytes have left the pipe; none on chip)."""
     return latency_cycles + nbytes / bytes_per_cycle
 
 
@@ -153,25 +167,27 @@ def fix_fractal_cycles(costs: Costs, out_dtype: str):
 
 
 def fixpipe_cycles(costs: Costs, out_dtype: str, m, n):
-    """A fixpipe of an ``m x n`` region of L0C to GM: its fractals drained one after another, then the GM write
-    latency (without waiting for any unit flag: what the drain costs on its own)."""
+    """A fixpipe of an ``m x n`` region of L0C to GM: the FIX fixed cost, its fractals drained one after another,
+    then the GM write latency, in flight (without waiting for any unit flag: what the drain costs on its own)."""
     fractals = _ceil_to(m, FRACTAL_ROWS) * _ceil_to(n, FRACTAL_ROWS) // FRACTAL_ELEMENTS
-    return fractals * fix_fractal_cycles(costs, out_dtype) + costs.gm_write_latency_cycles
+    return costs.fix_fixed_cycles + fractals * fix_fractal_cycles(costs, out_dtype) + costs.gm_write_latency_cycles
 
 
 def l0c_to_ub_cycles(costs: Costs, out_dtype: str, elements):
     """A move of ``elements`` out of L0C into UB (the larger part when it feeds both AIVs at once)."""
-    return elements / costs.fix_elements_per_cycle[FIX_F32 if out_dtype == "float32" else FIX_F16]
+    return (
+        costs.fix_fixed_cycles + elements / costs.fix_elements_per_cycle[FIX_F32 if out_dtype == "float32" else FIX_F16]
+    )
 
 
 def vector_cycles(costs: Costs, elements: int, itemsize: int, transcendental: bool):
-    """A V instruction over ``elements`` of ``itemsize`` bytes: bytes at the vector width, or elements at the
-    exp / ln / sqrt / div rate; at least one cycle."""
+    """A V instruction over ``elements`` of ``itemsize`` bytes: the vector fixed cost, then bytes at the vector
+    width, or elements at the exp / ln / sqrt / div rate; at least one cycle."""
     if transcendental:
         cycles = elements / costs.vector_transcendental_elements_per_cycle
     else:
         cycles = elements * itemsize / costs.vector_bytes_per_cycle
-    return jnp.maximum(cycles, 1.0)
+    return jnp.maximum(costs.vector_fixed_cycles + cycles, 1.0)
 
 
 def sync_latency(costs: Costs) -> SyncLatency:

@@ -1,6 +1,7 @@
 """The block's sync hardware as an event loop: semantics §8, and nothing else.
 
-Each (core, pipe) is an in-order queue; the scalar unit issues in program order and stops only
+Each (core, pipe) is an in-order queue (a DMA pipe keeps its requests in flight: the next one leaves
+as the previous one's transfer ends, its GM latency overlaps); the scalar unit issues in program order and stops only
 at fences (``PIPE_ALL``, every S instruction, and — as options — every wait, or every
 cross-core wait on chips where that blocks the whole core). Each step executes one event, in
 time order: a queue head *starts* once it is issued and what it waits for holds (it consumes
@@ -44,7 +45,8 @@ class Machine(eqx.Module):
     pos: Int[Array, " Q"]  # next unfinished instance of each queue (index into its list)
     busy: Bool[Array, " Q"]  # the head has started and not completed
     busy_end: Int[Array, " Q"]
-    free_t: Int[Array, " Q"]  # when the queue's last instruction completed
+    free_t: Int[Array, " Q"]  # when the queue's last instruction completed (a DMA request: left the pipe)
+    drain_t: Int[Array, " Q"]  # when the queue's requests in flight have all landed
     last_mmad: Bool[Array, " Q"]  # the queue's last instruction to start was an mmad (one may stream behind it)
     fence_pos: Int[Array, " 3"]  # next unfinished fence of each core
     vc: Int[Array, "Q Q"]  # one vector clock per queue
@@ -113,6 +115,7 @@ class Col(enum.IntEnum):
     UF_PERIOD = 22  # its unit-flag blocks: the first UF_RUN of every UF_PERIOD blocks of the range (0: all)
     UF_RUN = 23
     HEAD = 24  # cycles of CYCLES an mmad saves when it streams: it starts as the previous one on its pipe ends
+    FLIGHT = 25  # cycles of CYCLES a DMA request is in flight after it leaves its pipe (its GM latency)
 
 
 N_COLS = len(Col) + 3  # ALT spans four columns
@@ -153,6 +156,7 @@ def plan(st: Static, op: dict) -> Plan:
         Col.ID_OK: ok, Col.CH0: st.channels[:, 0], Col.CH1: st.channels[:, 1], Col.FENCE: st.fence, Col.MODE: op["mode"],
         Col.CYCLES: jnp.maximum(op["cycles"], 0), Col.UF_PERIOD: st.uf_stride[:, 0], Col.UF_RUN: st.uf_stride[:, 1],
         Col.HEAD: jnp.clip(op["head_cycles"], 0, jnp.maximum(op["cycles"] - 1, 0)),
+        Col.FLIGHT: jnp.clip(op["flight_cycles"], 0, jnp.maximum(op["cycles"] - 1, 0)),
     }  # fmt: skip
     cols.update({Col.ALT + j: st.channel_alt[:, j] for j in range(4)})
     table = jnp.stack([jnp.asarray(cols[c], jnp.int32) for c in range(N_COLS)], axis=1)
@@ -167,7 +171,7 @@ def init_machine(st: Static) -> Machine:
     zi = lambda *s: jnp.zeros(s, jnp.int32)
     neg = lambda *s: jnp.full(s, -1, jnp.int32)
     return Machine(
-        now=zi(), pos=zi(q), busy=jnp.zeros(q, bool), busy_end=zi(q), free_t=zi(q), last_mmad=jnp.zeros(q, bool), fence_pos=zi(3), vc=zi(q, q),
+        now=zi(), pos=zi(q), busy=jnp.zeros(q, bool), busy_end=zi(q), free_t=zi(q), drain_t=zi(q), last_mmad=jnp.zeros(q, bool), fence_pos=zi(3), vc=zi(q, q),
         flag=jnp.zeros(f, bool), flag_t=zi(f), flag_clock=zi(f, q), flag_inst=neg(f),
         count=zi(c, e), ring_head=zi(c, e), ring_clock=zi(c, e, d, q), ring_t=zi(c, e, d), ring_inst=neg(c, e, d),
         ring_mode=neg(c, e, d), take_q=neg(c, e), take_epoch=zi(c, e), take_inst=neg(c, e),
@@ -235,13 +239,19 @@ def _runnable(m: Machine, st: Static, pl: Plan, lat: SyncLatency, has, rows):
     earlier_pending &= ~jnp.eye(st.n_queues, dtype=bool)
     barrier_ok = ~jnp.any(earlier_pending, axis=1)
 
+    # a set or a barrier on a DMA pipe starts once the requests in flight before it have landed (so its signal
+    # follows their data); PIPE_ALL once those of every queue of its core have
+    lands = (sync == Sync.SET_FLAG) | (sync == Sync.CROSS_SET) | (sync == Sync.PIPE_BARRIER)
+    core_drain = jnp.max(jnp.where(st.queue_core[None, :] == core[:, None], m.drain_t[None, :], 0), axis=1)
+    drain_t = jnp.select([lands, sync == Sync.BARRIER_ALL], [m.drain_t, core_drain], 0)
+
     cond = jnp.select(
         [sync == Sync.WAIT_FLAG, sync == Sync.CROSS_WAIT, sync == Sync.BARRIER_ALL], [wait_flag_ok, cross_ok, barrier_ok],
         True,
     ) & uf_ok  # fmt: skip
     ready_t = jnp.select([sync == Sync.WAIT_FLAG, sync == Sync.CROSS_WAIT], [wait_flag_t, cross_t], 0)
     runnable = has & ~m.busy & issued & cond
-    return runnable, jnp.maximum(jnp.maximum(m.now, m.free_t), jnp.maximum(ready_t, uf_t))
+    return runnable, jnp.maximum(jnp.maximum(m.now, m.free_t), jnp.maximum(jnp.maximum(ready_t, uf_t), drain_t))
 
 
 def _finding(cands) -> jnp.ndarray:
@@ -365,12 +375,15 @@ def _start(m: Machine, st: Static, row, q, h, start_t):
     joined = jnp.max(jnp.where(same_core[:, None], vc, 0), axis=0)
     vc = jnp.where((sync == Sync.BARRIER_ALL) & same_core[:, None], jnp.maximum(vc, joined[None, :]), vc)
     vc = jnp.where(hot.mask(vc.shape, (q,)), jnp.maximum(vc, acquired[None, :]), vc)
+    # a DMA request leaves its pipe after its transfer and lands after its flight: the next one starts meanwhile
+    landed = start_t + row[Col.CYCLES] - jnp.where(streams, row[Col.HEAD], 0)
     m = dataclasses.replace(
         m,
         vc=vc,
         busy=hot.put(m.busy, (q,), True),
         last_mmad=hot.put(m.last_mmad, (q,), row[Col.HEAD] > 0),
-        busy_end=hot.put(m.busy_end, (q,), start_t + row[Col.CYCLES] - jnp.where(streams, row[Col.HEAD], 0)),
+        busy_end=hot.put(m.busy_end, (q,), landed - row[Col.FLIGHT]),
+        drain_t=hot.put(m.drain_t, (q,), jnp.maximum(m.drain_t[q], landed)),
     )
     return m, _finding(found), source.astype(jnp.int32)
 

@@ -71,7 +71,9 @@ class Instruction:
     declaration fixes (``"add"`` for ``binary``); ``cost``: the ``Costs`` fields that price it;
     ``cycles``: what one issue takes on its pipe, ``cycles(costs, arguments, gm_dtypes)`` of the ``Costs`` table, the
     issue's arguments by parameter name and the GM tensors' dtypes (None: one cycle, a sync
-    instruction's: its latency is the edge's, ``SyncLatency``); ``faults``: the rules its traced
+    instruction's: its latency is the edge's, ``SyncLatency``); ``flight``: of those cycles, the trailing part a
+    DMA request is in flight (its GM latency, ``flight(costs, arguments, gm_dtypes)``): the pipe takes its next
+    request meanwhile, so latencies overlap (None: none); ``faults``: the rules its traced
     operands may break, ``faults(chip, arguments, gm_shapes)`` -> ``engine.Fault`` s (the control plane reports an
     issue that breaks one, and the issue accesses nothing); ``summary``: one line of report and
     documentation wording.
@@ -88,6 +90,7 @@ class Instruction:
     bound: tuple = ()
     cost: tuple[str, ...] = ()
     cycles: Callable | None = None
+    flight: Callable | None = None
     faults: Callable | None = None
 
     def __post_init__(self):

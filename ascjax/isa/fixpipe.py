@@ -9,7 +9,7 @@ from ._instruction import Instruction, Operand
 from .ops.ub_move import AccToVecMode, split
 
 GM, L0C, UB = Buffer.GM, Buffer.L0C, Buffer.UB
-FIX_COST = ("fix_elements_per_cycle", "unit_flag_latency_cycles")
+FIX_COST = ("fix_elements_per_cycle", "fix_fixed_cycles", "unit_flag_latency_cycles")
 _TO_GM = (Operand("src", (L0C,)), Operand("dst", (GM,), write=True), Operand("quant_scale", (GM,)))
 _TO_UB = (Operand("src", (L0C,)), Operand("dst", (UB,), write=True))
 
@@ -41,10 +41,16 @@ def _store_faults(chip, a, shapes):
     return ops.fixpipe_faults(a["src"], shapes[a["dst"]], dst_row=row, dst_col=col)
 
 
+def _write_flight(c, a, gm):
+    """A fixpipe's GM write is in flight for its latency after the drain leaves FIX."""
+    return c.gm_write_latency_cycles
+
+
 def _read(name, data, summary, operands, cost, cycles, faults=None):
+    to_gm = any(GM in op.buffers and op.write for op in operands)
     return Instruction(
         name, data, InstrKind.L0C_READ, CoreKind.CUBE, Pipe.FIX, summary, operands=operands, cost=cost,
-        cycles=cycles, faults=faults,
+        cycles=cycles, flight=_write_flight if to_gm else None, faults=faults,
     )  # fmt: skip
 
 

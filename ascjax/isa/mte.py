@@ -11,6 +11,18 @@ from .ops import move, ub_move
 GM, L1, L0A, L0B, BT, UB = Buffer.GM, Buffer.L1, Buffer.L0A, Buffer.L0B, Buffer.BT, Buffer.UB
 SCALES = (Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT)
 MTE2_COST = ("mte2_bytes_per_cycle", "gm_read_latency_cycles")
+MTE1_COST = ("mte1_fixed_cycles",)
+MTE3_COST = ("mte3_bytes_per_cycle", "gm_write_latency_cycles")
+
+
+def _read_flight(c, a, gm):
+    """A GM read is in flight for its latency after it leaves MTE2."""
+    return c.gm_read_latency_cycles
+
+
+def _write_flight(c, a, gm):
+    """A GM write is in flight for its latency after it leaves MTE3 (or FIX)."""
+    return c.gm_write_latency_cycles
 
 
 def _gm_to_l1(c, a, gm):
@@ -40,13 +52,13 @@ def _ub_to_l1(c, a, gm):
 
 
 def _on_chip(field):
-    """An MTE1 copy of its destination tile at the ``Costs`` rate ``field``."""
-    return lambda c, a, gm: transfer_cycles(a["dst"].nbytes, getattr(c, field))
+    """An MTE1 copy of its destination tile at the ``Costs`` rate ``field``, after the MTE1 fixed cost."""
+    return lambda c, a, gm: c.mte1_fixed_cycles + transfer_cycles(a["dst"].nbytes, getattr(c, field))
 
 
 def _to_l0b(c, a, gm):
     rate = c.l1_to_l0b_transposed_bytes_per_cycle if a["transpose"] else c.l1_to_l0b_bytes_per_cycle
-    return transfer_cycles(a["dst"].nbytes, rate)
+    return c.mte1_fixed_cycles + transfer_cycles(a["dst"].nbytes, rate)
 
 
 def _gm2l1_faults(chip, a, shapes):
@@ -79,9 +91,12 @@ def _scale_faults(chip, a, shapes):
 
 
 def _copy(name, data, pipe, core, src, dst, summary, *, cost, cycles, faults=None):
+    """A copy; one to or from GM is in flight for the GM latency after it leaves its pipe."""
+    flight = _read_flight if GM in src else _write_flight if GM in dst else None
+    cost = (*cost, *MTE1_COST) if pipe is Pipe.MTE1 else cost
     return Instruction(
         name, data, InstrKind.MOVE, core, pipe, summary,
-        operands=(Operand("src", src), Operand("dst", dst, write=True)), cost=cost, cycles=cycles,
+        operands=(Operand("src", src), Operand("dst", dst, write=True)), cost=cost, cycles=cycles, flight=flight,
         faults=faults,
     )  # fmt: skip
 
@@ -109,7 +124,7 @@ INSTRUCTIONS = (
     (_copy("copy_gm2ub", ops.copy_gm2ub, Pipe.MTE2, VECTOR, (GM,), (UB,), "a GM window into a UB tile",
            cost=MTE2_COST, cycles=_gm_to_ub, faults=_gm2ub_faults), ((GM, UB),)),
     (_copy("copy_ub2gm", ops.copy_ub2gm, Pipe.MTE3, VECTOR, (UB,), (GM,), "a UB tile into a GM window",
-           cost=("mte3_bytes_per_cycle", "gm_write_latency_cycles"), cycles=_ub_to_gm, faults=_ub2gm_faults),
+           cost=MTE3_COST, cycles=_ub_to_gm, faults=_ub2gm_faults),
      ((UB, GM),)),
     (_copy("insert", ops.copy_ub2l1, Pipe.MTE3, VECTOR, (UB,), (L1,), "TINSERT: a UB tile into an L1 tile, ND -> Nz",
            cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1), ((UB, L1),)),

@@ -10,8 +10,11 @@ from ._instruction import Instruction, Operand
 
 UB = (Buffer.UB,)
 OUT = Operand("out", UB, write=True)
-FAST_COST = ("vector_bytes_per_cycle",)
-SLOW_COST = ("vector_transcendental_elements_per_cycle",)  # exp / ln / sqrt / div (ops.vector.TRANSCENDENTAL)
+FAST_COST = ("vector_bytes_per_cycle", "vector_fixed_cycles")
+SLOW_COST = (
+    "vector_transcendental_elements_per_cycle",
+    "vector_fixed_cycles",
+)  # exp / ln / sqrt / div (ops.vector.TRANSCENDENTAL)
 
 
 #: the element size a V instruction without tile inputs (``fill``) is priced at

@@ -44,10 +44,16 @@ class Span:
     start_cycle: int
     end_cycle: int
     source: int  # the instance whose signal it consumed (-1: none)
+    flight_cycles: int = 0  # a DMA request: the last cycles of the span, in flight once it has left its pipe
 
     @property
     def queue(self) -> int:
         return self.core * N_PIPES + int(self.pipe)
+
+    @property
+    def leave_cycle(self) -> int:
+        """When it left its pipe (a DMA request; otherwise its end): the pipe takes its next instruction then."""
+        return self.end_cycle - self.flight_cycles
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,10 +84,12 @@ class Timeline:
     @classmethod
     def of(cls, record: Record, result, chip, index: int | None = None) -> Timeline:
         """The timeline of ``result`` (a ``ControlResult``; pass ``index`` for one scenario of a batch)."""
-        cycles, head, enable = (np.asarray(record.operands[k]) for k in ("cycles", "head_cycles", "enable"))
+        names = ("cycles", "head_cycles", "flight_cycles", "enable")
+        cycles, head, flight, enable = (np.asarray(record.operands[k]) for k in names)
         if index is not None:
             result = jax.tree_util.tree_map(lambda x: x[index], result)
-            cycles, head, enable = (x[index] if x.ndim > 1 else x for x in (cycles, head, enable))
+            cycles, head, flight, enable = (x[index] if x.ndim > 1 else x for x in (cycles, head, flight, enable))
+        flight = np.clip(flight, 0, np.maximum(cycles - 1, 0))  # as the control plane reads it
         start, end = np.asarray(result.start), np.asarray(result.end)
         if start.ndim != 1:
             raise ValueError("this result holds a batch of scenarios: pass index= to pick one")
@@ -94,7 +102,11 @@ class Timeline:
         for i in ran[np.argsort(start[ran], kind="stable")]:
             name, site, core, pipe, _ = t.entries[int(t.entry[i])]
             it = tuple(int(x) for x in t.iteration[i] if x >= 0)
-            spans.append(Span(int(i), name, site, it, core, Pipe(pipe), int(start[i]), int(end[i]), int(source[i])))
+            spans.append(
+                Span(
+                    int(i), name, site, it, core, Pipe(pipe), int(start[i]), int(end[i]), int(source[i]), int(flight[i])
+                )
+            )
             if pipe == Pipe.M and t.sync[i] == Sync.NONE and end[i] > start[i]:  # an mmad: M runs mmads and sync only
                 work += max(float(cycles[i]) - float(head[i]), 0.0)
         stuck = []
@@ -115,18 +127,20 @@ class Timeline:
     def summary(self) -> dict:
         """Total cycles, busy and stall cycles per pipe, the bound, and the fraction of cube peak achieved.
 
-        A pipe stalls before an instruction that consumed a signal, from the end of the pipe's previous
-        instruction to its start."""
+        A pipe is busy while one of its instructions runs or a DMA request of it is in flight (requests overlap:
+        the cycles count once, as a profiler's pipe time does). It stalls before an instruction that consumed a
+        signal, from the end of what ran on it before to its start."""
         total = self.cycles
         pipes: dict[int, dict] = {}
         last_end: dict[int, int] = {}
-        for s in self.spans:
+        for s in self.spans:  # in start order
             p = pipes.setdefault(s.queue, {"busy_cycles": 0, "stall_cycles": 0, "end_cycle": 0})
-            p["busy_cycles"] += s.end_cycle - s.start_cycle
+            covered = last_end.get(s.queue, 0)
+            p["busy_cycles"] += max(s.end_cycle - max(s.start_cycle, covered), 0)
             if s.source >= 0:
-                p["stall_cycles"] += max(s.start_cycle - last_end.get(s.queue, 0), 0)
+                p["stall_cycles"] += max(s.start_cycle - covered, 0)
             p["end_cycle"] = max(p["end_cycle"], s.end_cycle)
-            last_end[s.queue] = s.end_cycle
+            last_end[s.queue] = max(covered, s.end_cycle)
         busiest = max(pipes, key=lambda q: pipes[q]["busy_cycles"], default=None)
         bound = "none" if busiest is None or total == 0 else BOUND_NAMES[Pipe(busiest % N_PIPES)]
         if busiest is not None and total > 0 and pipes[busiest]["busy_cycles"] < SYNC_BOUND_SHARE * total:
@@ -165,8 +179,13 @@ class Timeline:
                 args["waited_for"] = src.site
             trace.append(
                 {"ph": "X", "name": s.site, "pid": s.core, "tid": int(s.pipe),
-                 "ts": s.start_cycle / mhz, "dur": (s.end_cycle - s.start_cycle) / mhz, "args": args}
+                 "ts": s.start_cycle / mhz, "dur": (s.leave_cycle - s.start_cycle) / mhz, "args": args}
             )  # fmt: skip
+            if s.flight_cycles:  # in flight after it left the pipe: an async slice (requests in flight overlap)
+                flight = {"cat": "in flight", "id": s.inst, "name": f"in flight: {s.site}", "pid": s.core,
+                          "tid": int(s.pipe)}  # fmt: skip
+                trace.append({**flight, "ph": "b", "ts": s.leave_cycle / mhz})
+                trace.append({**flight, "ph": "e", "ts": s.end_cycle / mhz})
             if src is not None:
                 flow = {"id": s.inst, "name": "sync", "cat": "sync"}
                 trace.append({**flow, "ph": "s", "pid": src.core, "tid": int(src.pipe), "ts": src.end_cycle / mhz})
@@ -209,8 +228,11 @@ class Timeline:
         fig, ax = plt.subplots(figsize=(13, 0.6 * len(rows) + 1.6))
         by_inst = {s.inst: s for s in self.spans}
         for s in self.spans:
-            ax.barh(y[s.queue], max(s.end_cycle - s.start_cycle, 1), left=s.start_cycle, color=colours[s.op],
+            ax.barh(y[s.queue], max(s.leave_cycle - s.start_cycle, 1), left=s.start_cycle, color=colours[s.op],
                     height=0.6, edgecolor="black", linewidth=0.3)  # fmt: skip
+            if s.flight_cycles:  # in flight, the pipe already free: a thin pale bar (requests overlap)
+                ax.barh(y[s.queue] + 0.2, s.flight_cycles, left=s.leave_cycle, color=colours[s.op], alpha=0.4,
+                        height=0.2, linewidth=0)  # fmt: skip
             src = by_inst.get(s.source)
             if src is not None and src.queue != s.queue:
                 ax.annotate("", xy=(s.start_cycle, y[s.queue]), xytext=(src.end_cycle, y[src.queue]),

@@ -59,7 +59,15 @@ def load_cases(path: str) -> dict[str, Callable]:
         spec = importlib.util.spec_from_file_location(mod_name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
+        folder = os.path.dirname(path)
+        added = folder not in sys.path
+        if added:  # as ``python kernel.py`` does: a kernel file imports its neighbours
+            sys.path.insert(0, folder)
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            if added:
+                sys.path.remove(folder)
     found = {}
     for value in vars(module).values():
         label = getattr(value, "__ascjax_case__", None)
