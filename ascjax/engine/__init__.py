@@ -15,6 +15,8 @@ from ._costs import default_costs as default_costs
 from ._costs import fix_class as fix_class
 from ._costs import fix_fractal_cycles as fix_fractal_cycles
 from ._costs import fixpipe_cycles as fixpipe_cycles
+from ._costs import gm_read_flight as gm_read_flight
+from ._costs import gm_write_flight as gm_write_flight
 from ._costs import l0c_to_ub_cycles as l0c_to_ub_cycles
 from ._costs import mmad_cycles as mmad_cycles
 from ._costs import sync_latency as sync_latency

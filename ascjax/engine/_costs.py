@@ -154,6 +154,16 @@ def transfer_cycles(nbytes, bytes_per_cycle, latency_cycles=0.0):
     return latency_cycles + nbytes / bytes_per_cycle
 
 
+def gm_read_flight(costs: Costs, arguments=None, gm_dtypes=None):
+    """A GM read is in flight for the read latency after it leaves MTE2 (an ``Instruction.flight``)."""
+    return costs.gm_read_latency_cycles
+
+
+def gm_write_flight(costs: Costs, arguments=None, gm_dtypes=None):
+    """A GM write is in flight for the write latency after it leaves MTE3 or FIX (an ``Instruction.flight``)."""
+    return costs.gm_write_latency_cycles
+
+
 def mmad_cycles(costs: Costs, a_dtype: str, k0: int, m, k, n, *, mx: bool = False):
     """The cube's compute for an ``m x k x n`` mmad: its sizes padded to whole fractals (16, ``k0``, 16) at the MAC
     rate of ``a_dtype`` (an MmadMx: of its MX class). Excludes the head (``Costs.mmad_head_cycles``)."""

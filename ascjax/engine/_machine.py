@@ -156,7 +156,7 @@ def plan(st: Static, op: dict) -> Plan:
         Col.ID_OK: ok, Col.CH0: st.channels[:, 0], Col.CH1: st.channels[:, 1], Col.FENCE: st.fence, Col.MODE: op["mode"],
         Col.CYCLES: jnp.maximum(op["cycles"], 0), Col.UF_PERIOD: st.uf_stride[:, 0], Col.UF_RUN: st.uf_stride[:, 1],
         Col.HEAD: jnp.clip(op["head_cycles"], 0, jnp.maximum(op["cycles"] - 1, 0)),
-        Col.FLIGHT: jnp.clip(op["flight_cycles"], 0, jnp.maximum(op["cycles"] - 1, 0)),
+        Col.FLIGHT: op["flight_cycles"],  # the record keeps it within the cycles
     }  # fmt: skip
     cols.update({Col.ALT + j: st.channel_alt[:, j] for j in range(4)})
     table = jnp.stack([jnp.asarray(cols[c], jnp.int32) for c in range(N_COLS)], axis=1)

@@ -372,7 +372,10 @@ class RecordBuilder:
             "enable": self._enable() & jnp.asarray(enable, bool),
             "cycles": jnp.asarray(cycles, jnp.int32),
             "head_cycles": jnp.asarray(head_cycles, jnp.int32),
-            "flight_cycles": jnp.asarray(flight_cycles, jnp.int32),
+            # at most all but one of its cycles: a request occupies its pipe for at least one
+            "flight_cycles": jnp.clip(
+                jnp.asarray(flight_cycles, jnp.int32), 0, jnp.maximum(jnp.asarray(cycles) - 1, 0)
+            ),
             "uf_mode": jnp.asarray(uf_mode, jnp.int32),
             "uf_choice": jnp.asarray(uf_choice, jnp.int32),
             "small_tile": jnp.asarray(small_tile, bool),

@@ -171,7 +171,7 @@ class Recorder:
         cycles = self._cycles(instr, a)
         if instr.flight is not None:
             flight = jnp.ceil(jnp.asarray(instr.flight(self.costs, a, self.gm_dtypes), jnp.float32))
-            extra.update(flight_cycles=jnp.clip(flight.astype(jnp.int32), 0, cycles - 1))
+            extra.update(flight_cycles=flight.astype(jnp.int32))
         shapes = {name: shape for name, (shape, _) in self.gm_shapes.items()}
         faults = tuple(instr.faults(self.chip, a, shapes)) if instr.faults is not None else ()
         self.builder.instruction(

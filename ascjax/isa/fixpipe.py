@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core import Buffer, CoreKind, InstrKind, Pipe
-from ..engine import Sync, fixpipe_cycles, l0c_to_ub_cycles
+from ..engine import Sync, fixpipe_cycles, gm_write_flight, l0c_to_ub_cycles
 from . import ops
 from ._instruction import Instruction, Operand
 from .ops.ub_move import AccToVecMode, split
@@ -41,16 +41,11 @@ def _store_faults(chip, a, shapes):
     return ops.fixpipe_faults(a["src"], shapes[a["dst"]], dst_row=row, dst_col=col)
 
 
-def _write_flight(c, a, gm):
-    """A fixpipe's GM write is in flight for its latency after the drain leaves FIX."""
-    return c.gm_write_latency_cycles
-
-
 def _read(name, data, summary, operands, cost, cycles, faults=None):
     to_gm = any(GM in op.buffers and op.write for op in operands)
     return Instruction(
         name, data, InstrKind.L0C_READ, CoreKind.CUBE, Pipe.FIX, summary, operands=operands, cost=cost,
-        cycles=cycles, flight=_write_flight if to_gm else None, faults=faults,
+        cycles=cycles, flight=gm_write_flight if to_gm else None, faults=faults,
     )  # fmt: skip
 
 

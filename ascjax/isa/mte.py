@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core import Buffer, CoreKind, Format, InstrKind, Pipe
-from ..engine import transfer_cycles
+from ..engine import gm_read_flight, gm_write_flight, transfer_cycles
 from . import ops
 from ._instruction import Instruction, Operand
 from .ops import move, ub_move
@@ -13,16 +13,6 @@ SCALES = (Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT)
 MTE2_COST = ("mte2_bytes_per_cycle", "gm_read_latency_cycles")
 MTE1_COST = ("mte1_fixed_cycles",)
 MTE3_COST = ("mte3_bytes_per_cycle", "gm_write_latency_cycles")
-
-
-def _read_flight(c, a, gm):
-    """A GM read is in flight for its latency after it leaves MTE2."""
-    return c.gm_read_latency_cycles
-
-
-def _write_flight(c, a, gm):
-    """A GM write is in flight for its latency after it leaves MTE3 (or FIX)."""
-    return c.gm_write_latency_cycles
 
 
 def _gm_to_l1(c, a, gm):
@@ -92,7 +82,7 @@ def _scale_faults(chip, a, shapes):
 
 def _copy(name, data, pipe, core, src, dst, summary, *, cost, cycles, faults=None):
     """A copy; one to or from GM is in flight for the GM latency after it leaves its pipe."""
-    flight = _read_flight if GM in src else _write_flight if GM in dst else None
+    flight = gm_read_flight if GM in src else gm_write_flight if GM in dst else None
     cost = (*cost, *MTE1_COST) if pipe is Pipe.MTE1 else cost
     return Instruction(
         name, data, InstrKind.MOVE, core, pipe, summary,

@@ -89,7 +89,6 @@ class Timeline:
         if index is not None:
             result = jax.tree_util.tree_map(lambda x: x[index], result)
             cycles, head, flight, enable = (x[index] if x.ndim > 1 else x for x in (cycles, head, flight, enable))
-        flight = np.clip(flight, 0, np.maximum(cycles - 1, 0))  # as the control plane reads it
         start, end = np.asarray(result.start), np.asarray(result.end)
         if start.ndim != 1:
             raise ValueError("this result holds a batch of scenarios: pass index= to pick one")
