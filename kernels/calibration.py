@@ -95,27 +95,42 @@ def aiv_add_case(tiles: int = 8) -> aj.Case:
 #: half tensor GM -> UB in 128-byte copies, MTE2 548 us: about 21 cycles per copy per core.
 PUBLISHED_SMALL_COPY_CYCLES = 21
 SMALL_COPY_ELEMENTS = 64  # 128 bytes of half
-SMALL_FIGURES = {"MTE2": ("copy_gm2ub",)}
+SMALL_COPY_BLOCKS = 24  # the A2's AI Cores: 48 AIVs
 
 
 def aiv_small_copies_kernel(k: aj.Program, copies: int = 8):
-    """AIV0 streams ``copies`` 128-byte GM -> UB copies, each into its own UB tile, then hands them to V."""
-    with k.vector(0):
-        tiles = [k.alloc("UB", (1, SMALL_COPY_ELEMENTS), "float16", name=f"t{i}") for i in range(copies)]
-        for i, t in enumerate(tiles):
-            k.copy_gm2ub(t, "x", row=i)
-        k.sync_notify("MTE2", "V", 0)
-        k.sync_wait("MTE2", "V", 0)
+    """Both AIVs of the block stream ``copies`` 128-byte GM -> UB copies each (rows of their own), each into its own
+    UB tile, then hand them to V."""
+    for v in (0, 1):
+        with k.vector(v):
+            tiles = [k.alloc("UB", (1, SMALL_COPY_ELEMENTS), "float16", name=f"v{v}t{i}") for i in range(copies)]
+            first = (k.block_idx * 2 + v) * copies
+            for i, t in enumerate(tiles):
+                k.copy_gm2ub(t, "x", row=first + i)
+            k.sync_notify("MTE2", "V", 0)
+            k.sync_wait("MTE2", "V", 0)
 
 
 def aiv_small_copies_case(copies: int = 8) -> aj.Case:
     return aj.Case(
         kernel=aiv_small_copies_kernel,
-        inputs={"x": np.zeros((copies, SMALL_COPY_ELEMENTS), np.float16)},
+        inputs={"x": np.zeros((SMALL_COPY_BLOCKS * 2 * copies, SMALL_COPY_ELEMENTS), np.float16)},
         outputs={},
         params={"copies": copies},
         chip="a2",
     )
+
+
+def small_copies_cycles_per_copy(copies: int) -> float:
+    """Cycles per copy per AIV of the launch of ``aiv_small_copies_kernel`` on every AIV of the A2 in the steady
+    state: a launch of ``2 * copies`` copies per AIV less one of ``copies``, over ``copies``."""
+
+    def cycles(n):
+        c = aiv_small_copies_case(n)
+        run = aj.launch(c.kernel, c.inputs, c.outputs, block_dim=SMALL_COPY_BLOCKS, params=c.params, chip=c.chip)
+        return int(run.cycles)
+
+    return (cycles(2 * copies) - cycles(copies)) / copies
 
 
 @aj.case

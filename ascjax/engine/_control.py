@@ -35,6 +35,7 @@ class ControlResult(eqx.Module):
     dropped: Int[Array, ""]  # distinct (kind, site) findings past ``max_findings``
     start: Int[Array, " N"]  # per instance, the cycle it started (-1: it never ran)
     end: Int[Array, " N"]  # the cycle it completed (a DMA request: landed) (-1: never)
+    leave: Int[Array, " N"]  # the cycle it left its pipe, at or before ``end`` (the pipe is free from then) (-1: never)
     source: Int[Array, " N"]  # a wait that ran: the instance whose set (or unit-flag flip) it consumed (-1: none)
     racy: Bool[Array, " N"]  # per instance, it read bytes a write it is not ordered with wrote (RAW): poisoned data
     # two conflicting instances of one core that sync ran against program order (the later one first), or -1
@@ -71,7 +72,7 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     n = st.n_instances if options.keep_timeline else 0
     landed = jnp.where(log.end_t >= 0, log.end_t + pl.table[:, Col.FLIGHT], -1)  # a DMA request: after its flight
     return ControlResult(
-        findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=landed[:n],
+        findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=landed[:n], leave=log.end_t[:n],
         source=log.source[:n], racy=racy, reordered=_checks.reordered(st, pairs),
         deadlocked=m.stuck | ~m.done, events=jnp.sum(events.kind != 0).astype(jnp.int32), machine=m,
     )  # fmt: skip
@@ -100,8 +101,8 @@ def run_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, laten
     st = static(record.template, options, shared)
     out = _run(st, _pad_operands(record.operands, st), lat, options)
     n, n_all = (record.template.n_instances if options.keep_timeline else 0), record.template.n_instances
-    trimmed = (out.start[:n], out.end[:n], out.source[:n], out.racy[:n_all])  # per instance, not per padded row
-    return eqx.tree_at(lambda r: (r.start, r.end, r.source, r.racy), out, trimmed)
+    trimmed = (out.start[:n], out.end[:n], out.leave[:n], out.source[:n], out.racy[:n_all])  # per instance
+    return eqx.tree_at(lambda r: (r.start, r.end, r.leave, r.source, r.racy), out, trimmed)
 
 
 def sweep_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, latency: SyncLatency | None = None):

@@ -73,6 +73,7 @@ class Costs(eqx.Module):
     vector_bytes_per_cycle: Float[Array, ""]  # add / mul / max class (vector cores)
     vector_transcendental_elements_per_cycle: Float[Array, ""]  # exp / ln / sqrt / div class
     gm_write_latency_cycles: Float[Array, ""]
+    gm_bytes_per_cycle: Float[Array, ""]  # the chip's GM (HBM) bandwidth, shared by the cores of a launch
     mte1_fixed_cycles: Float[Array, ""]  # per MTE1 copy, before its bytes
     fix_fixed_cycles: Float[Array, ""]  # per fixpipe / L0C -> UB move, before its fractals
     vector_fixed_cycles: Float[Array, ""]  # per V instruction, before its elements
@@ -122,6 +123,9 @@ def default_costs(chip) -> Costs:
         vector_transcendental_elements_per_cycle=f(32),  # facts §7: Exp/Ln/Sqrt/Div 32 el/cycle (A2/A3)
         # fitted to calibration kernel 2: MTE3 time of 295 cycles per 8 KB write = 128 at 64 B/cycle + the latency
         gm_write_latency_cycles=f(167),
+        # estimate: no authoritative HBM figure (facts §7). A2/A3 about 1.5 TB/s (32 B/cycle x 24 cores x 1.85 GHz
+        # is 1.4 TB/s) = 811 B/cycle at 1.85 GHz; 950PR 1.6 TB/s (press, low confidence) = 970 at 1.65 GHz
+        gm_bytes_per_cycle=f(970 if arch_3510 else 811),
         # fitted to calibration kernel 1: MTE1 143 cycles per 8 KB L0A + 8 KB L0B = 32 + 64 bytes-cycles + 2 x 23.5
         mte1_fixed_cycles=f(23.5),
         fix_fixed_cycles=f(23.5),  # estimate: no published figure; the MTE1 fixed cost (both are cube DMA engines)

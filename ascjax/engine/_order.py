@@ -69,10 +69,7 @@ def emit_order(record: Record, result) -> EmitOrder | None:
         return None
     t = record.template
     op = {name: np.asarray(x) for name, x in record.operands.items()}
-    start, end = np.asarray(result.start), np.asarray(result.end)
-    end = np.where(
-        end >= 0, end - op["flight_cycles"], end
-    )  # a DMA request is done with its source as it leaves its pipe
+    start, end = np.asarray(result.start), np.asarray(result.leave)  # a request is done with its source as it leaves
     acc = _accesses(t, t.n_instances)
     lo, hi = (np.empty(acc["inst"].size, np.int64) for _ in range(2))
     on = np.empty(acc["inst"].size, bool)

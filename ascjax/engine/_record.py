@@ -325,6 +325,7 @@ class RecordBuilder:
         cycles=1,
         head_cycles=0,
         flight_cycles=0,
+        gm_bytes=0,
         enable=True,
         uf_role: UnitFlagRole = UnitFlagRole.NONE,
         uf_mode=UF_OFF,
@@ -351,7 +352,8 @@ class RecordBuilder:
         fewer rows than its Nz tile: one run per column of fractals). ``head_cycles``: of ``cycles``, what an mmad
         saves when it streams (it starts as the previous instruction of its pipe completes: its pipeline is full).
         ``flight_cycles``: of ``cycles``, the trailing part a DMA request is in flight (the GM latency): its pipe
-        takes the next request meanwhile, and a set or barrier on the pipe waits for it to land.
+        takes the next request meanwhile, and a set or barrier on the pipe waits for it to land. ``gm_bytes``: the
+        bytes it moves to or from GM (a launch's cores share the chip's GM bandwidth for them).
         ``small_tile``: an mmad over fewer than 10 fp32 fractals; ``accumulate``: it adds to L0C; ``nop``: an
         mmad whose m, k or n is 0, which accesses nothing and takes no part in the unit-flag handshake (the
         front end records it so; reports name it). ``faults``: ``Fault`` s of its traced operands; an issue
@@ -376,6 +378,7 @@ class RecordBuilder:
             "flight_cycles": jnp.clip(
                 jnp.asarray(flight_cycles, jnp.int32), 0, jnp.maximum(jnp.asarray(cycles) - 1, 0)
             ),
+            "gm_bytes": jnp.asarray(gm_bytes, jnp.int32),
             "uf_mode": jnp.asarray(uf_mode, jnp.int32),
             "uf_choice": jnp.asarray(uf_choice, jnp.int32),
             "small_tile": jnp.asarray(small_tile, bool),
@@ -768,7 +771,8 @@ def _build(b: RecordBuilder) -> Record:
     operands = {
         name: layout.gather([e.operands[name] for e in entries], dtype)
         for name, dtype in (
-            ("enable", bool), ("cycles", jnp.int32), ("head_cycles", jnp.int32), ("flight_cycles", jnp.int32), ("uf_mode", jnp.int32),
+            ("enable", bool), ("cycles", jnp.int32), ("head_cycles", jnp.int32), ("flight_cycles", jnp.int32), ("gm_bytes", jnp.int32),
+            ("uf_mode", jnp.int32),
             ("small_tile", bool),
             ("accumulate", bool), ("nop", bool), ("event_id", jnp.int32), ("mode", jnp.int32),
             *((f"{k}_{f}", jnp.int32) for k in FAULT_NAMES for f in ("what", "value", "limit")),

@@ -172,6 +172,8 @@ class Recorder:
         if instr.flight is not None:
             flight = jnp.ceil(jnp.asarray(instr.flight(self.costs, a, self.gm_dtypes), jnp.float32))
             extra.update(flight_cycles=flight.astype(jnp.int32))
+        if instr.gm_bytes is not None:
+            extra.update(gm_bytes=jnp.asarray(instr.gm_bytes(a, self.gm_dtypes), jnp.int32))
         shapes = {name: shape for name, (shape, _) in self.gm_shapes.items()}
         faults = tuple(instr.faults(self.chip, a, shapes)) if instr.faults is not None else ()
         self.builder.instruction(

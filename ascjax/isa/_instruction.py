@@ -73,7 +73,9 @@ class Instruction:
     issue's arguments by parameter name and the GM tensors' dtypes (None: one cycle, a sync
     instruction's: its latency is the edge's, ``SyncLatency``); ``flight``: of those cycles, the trailing part a
     DMA request is in flight (its GM latency, ``flight(costs, arguments, gm_dtypes)``): the pipe takes its next
-    request meanwhile, so latencies overlap (None: none); ``faults``: the rules its traced
+    request meanwhile, so latencies overlap (None: none); ``gm_bytes``: the bytes one issue moves to or from GM,
+    ``gm_bytes(arguments, gm_dtypes)``, what the cores of a launch share the chip's GM bandwidth for (None: none);
+    ``faults``: the rules its traced
     operands may break, ``faults(chip, arguments, gm_shapes)`` -> ``engine.Fault`` s (the control plane reports an
     issue that breaks one, and the issue accesses nothing); ``summary``: one line of report and
     documentation wording.
@@ -91,6 +93,7 @@ class Instruction:
     cost: tuple[str, ...] = ()
     cycles: Callable | None = None
     flight: Callable | None = None
+    gm_bytes: Callable | None = None
     faults: Callable | None = None
 
     def __post_init__(self):

@@ -14,11 +14,20 @@ _TO_GM = (Operand("src", (L0C,)), Operand("dst", (GM,), write=True), Operand("qu
 _TO_UB = (Operand("src", (L0C,)), Operand("dst", (UB,), write=True))
 
 
-def _to_gm(c, a, gm):
+def _to_gm_sizes(a):
     src = a["src"]
     m = src.rows - a.get("src_row", 0) if a.get("m") is None else a["m"]
     n = src.cols - a.get("src_col", 0) if a.get("n") is None else a["n"]
-    return fixpipe_cycles(c, gm[a["dst"]].name, m, n)
+    return m, n
+
+
+def _to_gm(c, a, gm):
+    return fixpipe_cycles(c, gm[a["dst"]].name, *_to_gm_sizes(a))
+
+
+def _to_gm_bytes(a, gm):
+    m, n = _to_gm_sizes(a)
+    return m * n * gm[a["dst"]].itemsize
 
 
 def _to_ub(c, a, gm):
@@ -45,7 +54,8 @@ def _read(name, data, summary, operands, cost, cycles, faults=None):
     to_gm = any(GM in op.buffers and op.write for op in operands)
     return Instruction(
         name, data, InstrKind.L0C_READ, CoreKind.CUBE, Pipe.FIX, summary, operands=operands, cost=cost,
-        cycles=cycles, flight=gm_write_flight if to_gm else None, faults=faults,
+        cycles=cycles, flight=gm_write_flight if to_gm else None, gm_bytes=_to_gm_bytes if to_gm else None,
+        faults=faults,
     )  # fmt: skip
 
 
@@ -56,7 +66,7 @@ def _config(name, data, summary, sync=Sync.NONE):
     )  # fmt: skip
 
 
-GM_COST = (*FIX_COST, "gm_write_latency_cycles")
+GM_COST = (*FIX_COST, "gm_write_latency_cycles", "gm_bytes_per_cycle")
 INSTRUCTIONS = (
     (_read("fixpipe", ops.fixpipe, "L0C -> GM (Nz -> ND, cast, relu, quantise); the unit flag's reader side (STPhase)",
            _TO_GM, GM_COST, _to_gm, _to_gm_faults), ()),

@@ -10,28 +10,39 @@ from .ops import move, ub_move
 
 GM, L1, L0A, L0B, BT, UB = Buffer.GM, Buffer.L1, Buffer.L0A, Buffer.L0B, Buffer.BT, Buffer.UB
 SCALES = (Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT)
-MTE2_COST = ("mte2_bytes_per_cycle", "gm_read_latency_cycles")
+MTE2_COST = ("mte2_bytes_per_cycle", "gm_read_latency_cycles", "gm_bytes_per_cycle")  # the last: a launch's share
 MTE1_COST = ("mte1_fixed_cycles",)
-MTE3_COST = ("mte3_bytes_per_cycle", "gm_write_latency_cycles")
+MTE3_COST = ("mte3_bytes_per_cycle", "gm_write_latency_cycles", "gm_bytes_per_cycle")
 
 
-def _gm_to_l1(c, a, gm):
+def _gm_to_l1_bytes(a, gm):
     dst = a["dst"]
     rows = dst.rows - a.get("dst_row", 0) if a.get("rows") is None else a["rows"]
     cols = dst.cols - a.get("dst_col", 0) if a.get("cols") is None else a["cols"]
-    return transfer_cycles(rows * cols * dst.np_dtype.itemsize, c.mte2_bytes_per_cycle, c.gm_read_latency_cycles)
+    return rows * cols * dst.np_dtype.itemsize
+
+
+def _gm_to_l1(c, a, gm):
+    return transfer_cycles(_gm_to_l1_bytes(a, gm), c.mte2_bytes_per_cycle, c.gm_read_latency_cycles)
+
+
+def _gm_to_ub_bytes(a, gm):
+    return a["dst"].nbytes
 
 
 def _gm_to_ub(c, a, gm):
-    return transfer_cycles(a["dst"].nbytes, c.mte2_bytes_per_cycle, c.gm_read_latency_cycles)
+    return transfer_cycles(_gm_to_ub_bytes(a, gm), c.mte2_bytes_per_cycle, c.gm_read_latency_cycles)
 
 
-def _ub_to_gm(c, a, gm):
+def _ub_to_gm_bytes(a, gm):
     src = a["src"]
     rows = src.rows if a["rows"] is None else a["rows"]
     cols = src.cols if a["cols"] is None else a["cols"]
-    nbytes = rows * cols * gm[a["dst"]].itemsize
-    return transfer_cycles(nbytes, c.mte3_bytes_per_cycle, c.gm_write_latency_cycles)
+    return rows * cols * gm[a["dst"]].itemsize
+
+
+def _ub_to_gm(c, a, gm):
+    return transfer_cycles(_ub_to_gm_bytes(a, gm), c.mte3_bytes_per_cycle, c.gm_write_latency_cycles)
 
 
 def _ub_to_l1(c, a, gm):
@@ -80,14 +91,16 @@ def _scale_faults(chip, a, shapes):
     return ops.copy_l12scale_faults(a["dst"], a["src"], row=a.get("row", 0), col=a.get("col", 0))
 
 
-def _copy(name, data, pipe, core, src, dst, summary, *, cost, cycles, faults=None):
-    """A copy; one to or from GM is in flight for the GM latency after it leaves its pipe."""
+def _copy(name, data, pipe, core, src, dst, summary, *, cost, cycles, gm_bytes=None, faults=None):
+    """A copy; one to or from GM (``gm_bytes``) is in flight for the GM latency after it leaves its pipe."""
     flight = gm_read_flight if GM in src else gm_write_flight if GM in dst else None
+    if (flight is None) != (gm_bytes is None):
+        raise ValueError(f"{name}: a copy to or from GM names its GM bytes, and only such a copy")
     cost = (*cost, *MTE1_COST) if pipe is Pipe.MTE1 else cost
     return Instruction(
         name, data, InstrKind.MOVE, core, pipe, summary,
         operands=(Operand("src", src), Operand("dst", dst, write=True)), cost=cost, cycles=cycles, flight=flight,
-        faults=faults,
+        gm_bytes=gm_bytes, faults=faults,
     )  # fmt: skip
 
 
@@ -95,10 +108,11 @@ CUBE, VECTOR = CoreKind.CUBE, CoreKind.VECTOR
 #: (instruction, the pl paths (src, dst) it serves)
 INSTRUCTIONS = (
     (_copy("copy_gm2l1", ops.copy_gm2l1, Pipe.MTE2, CUBE, (GM,), (L1,), "a GM window into an L1 tile (ND, or ND -> Nz)",
-           cost=MTE2_COST, cycles=_gm_to_l1, faults=_gm2l1_faults),
+           cost=MTE2_COST, cycles=_gm_to_l1, gm_bytes=_gm_to_l1_bytes, faults=_gm2l1_faults),
      ((GM, L1),)),
     (_copy("copy_gm2l1_nd2nz", ops.copy_gm2l1_nd2nz, Pipe.MTE2, CUBE, (GM,), (L1,),
-           "a GM window into an Nz L1 tile", cost=MTE2_COST, cycles=_gm_to_l1, faults=_gm2l1_faults), ()),
+           "a GM window into an Nz L1 tile", cost=MTE2_COST, cycles=_gm_to_l1, gm_bytes=_gm_to_l1_bytes,
+           faults=_gm2l1_faults), ()),
     (_copy("copy_l12l0a", ops.copy_l12l0a, Pipe.MTE1, CUBE, (L1,), (L0A,), "an L1 tile into L0A (the mmad's A)",
            cost=("l1_to_l0a_bytes_per_cycle",), cycles=_on_chip("l1_to_l0a_bytes_per_cycle"),
            faults=_l1_faults("copy_l12l0a")), ((L1, L0A),)),
@@ -112,9 +126,9 @@ INSTRUCTIONS = (
            "MX scales from L1 into ScaleLeft / ScaleRight (950)", cost=("l1_to_scale_bytes_per_cycle",),
            cycles=_on_chip("l1_to_scale_bytes_per_cycle"), faults=_scale_faults), ((L1, SCALES[0]), (L1, SCALES[1]))),
     (_copy("copy_gm2ub", ops.copy_gm2ub, Pipe.MTE2, VECTOR, (GM,), (UB,), "a GM window into a UB tile",
-           cost=MTE2_COST, cycles=_gm_to_ub, faults=_gm2ub_faults), ((GM, UB),)),
+           cost=MTE2_COST, cycles=_gm_to_ub, gm_bytes=_gm_to_ub_bytes, faults=_gm2ub_faults), ((GM, UB),)),
     (_copy("copy_ub2gm", ops.copy_ub2gm, Pipe.MTE3, VECTOR, (UB,), (GM,), "a UB tile into a GM window",
-           cost=MTE3_COST, cycles=_ub_to_gm, faults=_ub2gm_faults),
+           cost=MTE3_COST, cycles=_ub_to_gm, gm_bytes=_ub_to_gm_bytes, faults=_ub2gm_faults),
      ((UB, GM),)),
     (_copy("insert", ops.copy_ub2l1, Pipe.MTE3, VECTOR, (UB,), (L1,), "TINSERT: a UB tile into an L1 tile, ND -> Nz",
            cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1), ((UB, L1),)),

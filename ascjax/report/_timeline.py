@@ -80,16 +80,20 @@ class Timeline:
     chip: str
     clock_mhz: float
     cube_work_cycles: float  # the mmads' MAC cycles (their cost less their head)
+    advice: tuple[
+        str, ...
+    ] = ()  # what-if lines measured by running the control plane again (``timeline(advice=True)``)
 
     @classmethod
     def of(cls, record: Record, result, chip, index: int | None = None) -> Timeline:
         """The timeline of ``result`` (a ``ControlResult``; pass ``index`` for one scenario of a batch)."""
-        names = ("cycles", "head_cycles", "flight_cycles", "enable")
-        cycles, head, flight, enable = (np.asarray(record.operands[k]) for k in names)
+        names = ("cycles", "head_cycles", "enable")
+        cycles, head, enable = (np.asarray(record.operands[k]) for k in names)
         if index is not None:
             result = jax.tree_util.tree_map(lambda x: x[index], result)
-            cycles, head, flight, enable = (x[index] if x.ndim > 1 else x for x in (cycles, head, flight, enable))
+            cycles, head, enable = (x[index] if x.ndim > 1 else x for x in (cycles, head, enable))
         start, end = np.asarray(result.start), np.asarray(result.end)
+        flight = end - np.asarray(result.leave)  # a DMA request, after it left its pipe
         if start.ndim != 1:
             raise ValueError("this result holds a batch of scenarios: pass index= to pick one")
         t = record.template
@@ -152,11 +156,13 @@ class Timeline:
             "pipes": {pipe_name(q): pipes[q] for q in sorted(pipes)},
             "stuck": [f"{pipe_name(s.queue)}: {s.site} ({s.op}), idle from cycle {s.since_cycle}" for s in self.stuck],
             "events": 2 * len(self.spans),
+            "advice": list(self.advice),
         }
 
     def to_perfetto(self, path: str | None = None) -> dict:
         """Chrome/Perfetto trace JSON: a track per core and pipe in use, instructions named with their lines, a
-        flow per consumed signal, and a slice per stuck pipe from the cycle it went idle."""
+        flow per consumed signal, a slice per stuck pipe from the cycle it went idle, and the advice (if any) as an
+        instant at cycle 0."""
         mhz = self.clock_mhz
         queues = sorted({s.queue for s in self.spans} | {s.queue for s in self.stuck})
         trace = [
@@ -198,6 +204,9 @@ class Timeline:
                  "ts": s.since_cycle / mhz, "dur": max(end - s.since_cycle, 1) / mhz,
                  "args": {"since_cycle": s.since_cycle, "instruction": s.op, "site": s.site}}
             )  # fmt: skip
+        if self.advice:  # one instant at the start, over every track: the what-if lines
+            trace.append({"ph": "i", "s": "g", "name": "advice", "ts": 0, "pid": 0, "tid": 0,
+                          "args": {str(i): line for i, line in enumerate(self.advice)}})  # fmt: skip
         info = self.summary()
         doc = {
             "traceEvents": trace,
@@ -273,4 +282,5 @@ def summary_text(info: dict) -> str:
             f"  {name:9s} busy {p['busy_cycles']:>10,.0f}  stall {p['stall_cycles']:>10,.0f}  done at {p['end_cycle']:>10,.0f}"
         )
     lines += [f"  stuck    {s}" for s in info.get("stuck", [])]
+    lines += [f"  advice   {a}" for a in info.get("advice", [])]
     return "\n".join(lines)

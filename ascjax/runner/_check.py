@@ -34,6 +34,7 @@ from ..report._finding_words import FindingText, describe
 from ..report._report import Report
 from ..report._run_warnings import run_warnings
 from ..report._timeline import Timeline
+from ._advice import gm_traffic, what_ifs
 
 #: the verdict code of each finding kind, indexed by ``Finding``
 _VERDICT_OF_FINDING = np.asarray([int(Verdict[f.verdict]) for f in sorted(Finding, key=int)], np.int32)
@@ -65,13 +66,14 @@ class CheckResult:
     findings: tuple[FindingText, ...]
     chip: Chip
     costs: Costs  # what priced the instructions and sync edges of the timeline
+    control: ControlOptions | None = None  # the control plane's options of the run (None: the chip's device model)
 
     @classmethod
-    def of(cls, record: Record, result: ControlResult, chip: Chip, costs: Costs) -> CheckResult:
+    def of(cls, record: Record, result: ControlResult, chip: Chip, costs: Costs, control=None) -> CheckResult:
         """The findings of one scenario put in words (under a transformation the words wait for the host)."""
         if isinstance(result.n_findings, jax.core.Tracer):
-            return cls(record, result, (), chip, costs)
-        return cls(record, result, tuple(describe(record, result, chip.name)), chip, costs)
+            return cls(record, result, (), chip, costs, control)
+        return cls(record, result, tuple(describe(record, result, chip.name)), chip, costs, control)
 
     @property
     def verdict(self) -> Verdict:
@@ -83,9 +85,24 @@ class CheckResult:
         """Distinct findings past ``ControlOptions.max_findings``."""
         return int(np.asarray(self.result.dropped))
 
-    def timeline(self, index: int | None = None) -> Timeline:
-        """The run on a time axis (``index``: one scenario of a batch): spans, stuck pipes, summary, trace, picture."""
-        return Timeline.of(self.record, self.result, self.chip, index)
+    def timeline(self, index: int | None = None, advice: bool = False) -> Timeline:
+        """The run on a time axis (``index``: one scenario of a batch): spans, stuck pipes, summary, trace, picture;
+        with ``advice``, its summary and trace carry ``advice()`` too."""
+        timeline = Timeline.of(self.record, self.result, self.chip, index)
+        if not advice:
+            return timeline
+        if index is not None:
+            raise ValueError("advice is one scenario's: pick it with the result's checked(index) first")
+        return dataclasses.replace(timeline, advice=self.advice())
+
+    def advice(self) -> tuple[str, ...]:
+        """What-if advice with numbers, each line from running the control plane again with one change (hidden GM
+        latency, no sync latency of one kind, the busiest pipe at twice its rate; ``runner._advice``), after
+        the run's GM traffic against the bandwidths."""
+        control = self.control or control_options(self.chip)
+        traffic = gm_traffic(self.record, self.result, self.chip, self.costs)
+        changes = what_ifs(self.record, self.result, self.chip, self.costs, control)
+        return (*([traffic] if traffic else []), *(str(w) for w in changes))
 
     def report(self) -> Report:
         """The findings, the warnings, the cross-core event table and the timeline's summary as a ``Report``."""
@@ -142,7 +159,7 @@ def check(
     else:  # two programs: the recording, and the control plane its size class shares with other kernels
         record, latency = record_jit(kernel, chip, costs, inputs, spec, params)
         result = run_control(record, options, latency)
-    return CheckResult.of(record, result, chip, costs)
+    return CheckResult.of(record, result, chip, costs, options)
 
 
 @eqx.filter_jit

@@ -17,6 +17,9 @@ launch holds one copy of GM plus the blocks' write marks, not ``block_dim`` copi
 - a GM granule (``Options.gm_granule_bytes``) that two blocks write, one of them with a
   plain store, is a RACE: the result depends on which write lands last.
 
+The blocks share the chip's GM bandwidth: where at their own rates they ask for more than it has, their
+control planes run again with their GM transfers priced at the share they get (``_bandwidth``).
+
 The launch's verdict is that of the first block that failed (lowest index; its most severe finding), else the
 merge's.
 """
@@ -35,11 +38,12 @@ from ..core import EXCEPTIONS, Verdict
 from ..core import _dtypes as dtypes
 from ..core._chip import Chip, get_chip
 from ..core._options import Options
-from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs
+from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_control, sync_latency
 from ..engine._state import GM_PLAIN
 from ..front._tracing import gm_inputs, initial_gm, output_spec
 from ..report._report import Report
 from ..report._run_warnings import run_warnings
+from ._bandwidth import gm_contention, slow_gm
 from ._check import CheckResult, verdict_codes
 from ._planes import planes, resolve_control
 from ._run import raise_if_failed
@@ -191,6 +195,9 @@ class LaunchResult(eqx.Module):
     verdict: jax.Array
     block: jax.Array
     costs: Costs
+    # how many times the chip's GM bandwidth the blocks asked for at their own rates (1: within it); over 1, their
+    # GM transfers were priced that many times longer (``_bandwidth``)
+    gm_contention: jax.Array
     chip: Chip = eqx.field(static=True)
     output_spec: tuple = eqx.field(static=True, default=())  # ``(name, (shape, dtype))`` per GM output
     granule_bytes: int = eqx.field(static=True, default=32)
@@ -212,6 +219,12 @@ class LaunchResult(eqx.Module):
     def block_cycles(self) -> jax.Array:
         """Cycles of each block on its own (when its last instruction completed)."""
         return jnp.maximum(jnp.max(self.controls.end, axis=-1), 0)
+
+    @property
+    def gm_bytes(self) -> jax.Array:
+        """Bytes the launch's GM requests moved (every block's copies to and from GM that ran)."""
+        gm_bytes = self.records.operands["gm_bytes"][..., : self.controls.start.shape[-1]]
+        return jnp.sum(jnp.where(self.controls.start >= 0, gm_bytes, 0), axis=(-2, -1))
 
     @property
     def cycles(self) -> jax.Array:
@@ -244,7 +257,8 @@ class LaunchResult(eqx.Module):
         if bad.size:
             return _block_report(self.checked(int(bad[0]), index), int(bad[0]))
         blocks = [self.checked(b, index) for b in range(self.block_dim)]
-        timing = _launch_timing(blocks, self.chip)
+        gm = [float(_one(x, index)) for x in (self.gm_bytes, self.gm_contention, self.costs.gm_bytes_per_cycle)]
+        timing = _launch_timing(blocks, self.chip, *gm)
         warnings = _warnings(blocks)
         merge = jax.tree_util.tree_map(lambda x: np.asarray(x) if index is None else np.asarray(x)[index], self.merge)
         chip, n = self.chip.name, self.block_dim
@@ -279,8 +293,15 @@ def _warnings(blocks: list) -> list[str]:
     return [f"block{'s' if len(bs) > 1 else ''} {', '.join(map(str, bs))}: {text}" for text, bs in seen.items()]
 
 
-def _launch_timing(blocks: list, chip: Chip) -> dict:
-    """The slowest block's summary, with the launch's cycles (waves over ``chip.ai_cores``) and per-block cycles."""
+def _one(x, index: int | None):
+    """One scenario's value of ``x`` (``index``: of a vmapped batch; a value without a batch axis is everyone's)."""
+    x = np.asarray(x)
+    return x[index] if index is not None and x.ndim > 0 else x
+
+
+def _launch_timing(blocks: list, chip: Chip, gm_bytes: float, gm_contention: float, gm_bytes_per_cycle: float) -> dict:
+    """The slowest block's summary, with the launch's cycles (waves over ``chip.ai_cores``), per-block cycles, and
+    its GM traffic: bytes, the share of the chip's bandwidth they used, the contention they were priced at."""
     runs = [found.timeline() for found in blocks]
     per_block = np.asarray([run.cycles for run in runs], np.int64)
     n, cores = len(runs), chip.ai_cores
@@ -291,6 +312,9 @@ def _launch_timing(blocks: list, chip: Chip) -> dict:
     work = sum(run.cube_work_cycles for run in runs)
     info.update(
         cycles=total,
+        gm_bytes=int(gm_bytes),
+        gm_bandwidth_fraction=gm_bytes / (total * gm_bytes_per_cycle) if total > 0 else 0.0,
+        gm_contention=gm_contention,
         microseconds=total / chip.clock_mhz,
         cube_peak_fraction=work / (total * used) if total > 0 else 0.0,
         block_cycles=per_block.tolist(),
@@ -389,8 +413,40 @@ def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, 
     block = jnp.where(jnp.any(failed), first, -1).astype(jnp.int32)
     return LaunchResult(
         outputs={name: merged[name] for name in names}, records=records, controls=controls, merge=merge,
-        verdict=verdict, block=block, costs=costs, chip=chip, output_spec=outputs, granule_bytes=granule_bytes,
+        verdict=verdict, block=block, costs=costs, gm_contention=jnp.ones((), jnp.float32), chip=chip,
+        output_spec=outputs, granule_bytes=granule_bytes,
     )  # fmt: skip
+
+
+def _rerun(records: Record, factor, control: ControlOptions, costs: Costs):
+    """The blocks' operands with their GM transfers ``factor`` times longer, and their control planes run on them."""
+    operands = slow_gm(records.operands, factor)
+    latency = sync_latency(costs)
+    return operands, jax.lax.map(lambda ops: run_control(Record(records.template, ops), control, latency), operands)
+
+
+_rerun_jit = eqx.filter_jit(_rerun)
+
+
+def _share_gm(result: LaunchResult, control: ControlOptions) -> LaunchResult:
+    """``result`` with its blocks' control planes run again at the GM bandwidth the launch shares, where at their own
+    rates they asked for more than the chip has (``_bandwidth.gm_contention``)."""
+    controls = result.controls
+    if controls.start.shape[-1] == 0:  # no timeline kept: no start to measure from
+        return result
+    gm_bytes = result.records.operands["gm_bytes"]
+    factor = gm_contention(controls.start, controls.leave, gm_bytes, result.block_cycles, result.chip.ai_cores,
+                           result.costs.gm_bytes_per_cycle)  # fmt: skip
+    args = (result.records, factor, control, result.costs)
+    if isinstance(factor, jax.core.Tracer):  # inside a trace (a vmapped or jitted launch): both ways, one taken
+        keep = lambda: (result.records.operands, controls)  # noqa: E731
+        operands, controls = jax.lax.cond(jnp.all(factor <= 1), keep, lambda: _rerun(*args))
+    elif float(np.max(factor)) > 1:
+        operands, controls = _rerun_jit(*args)
+    else:
+        return eqx.tree_at(lambda r: r.gm_contention, result, factor)
+    records = Record(result.records.template, operands)
+    return eqx.tree_at(lambda r: (r.records, r.controls, r.gm_contention), result, (records, controls, factor))
 
 
 _launch_jit = eqx.filter_jit(_launch)
@@ -429,5 +485,5 @@ def launch(
     spec = output_spec(outputs)
     run = _launch_jit if jit else _launch
     args = (kernel, chip, options, control, costs, inputs, spec, dict(params or {}), int(block_dim))
-    result = run(*args, bool(block_parallel))
+    result = _share_gm(run(*args, bool(block_parallel)), control)
     return raise_if_failed(result, result.verdict) if throw else result

@@ -7,6 +7,8 @@ plane computes its buffers. A ``Result`` holds both; under ``vmap`` it holds a b
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -81,9 +83,16 @@ class Result(eqx.Module):
         """Every finding in words, most severe first (``ascjax.FindingText``)."""
         return self.checked(index).findings
 
-    def timeline(self, index: int | None = None) -> Timeline:
-        """The run on a time axis: spans, stuck pipes, ``summary()``, ``to_perfetto()``, ``plot()``."""
-        return self.checked(index).timeline()
+    def timeline(self, index: int | None = None, advice: bool = False) -> Timeline:
+        """The run on a time axis: spans, stuck pipes, ``summary()``, ``to_perfetto()``, ``plot()``; with ``advice``,
+        the summary and trace carry ``advice()`` too."""
+        timeline = self.checked(index).timeline()
+        return dataclasses.replace(timeline, advice=self.advice(index)) if advice else timeline
+
+    def advice(self, index: int | None = None) -> tuple[str, ...]:
+        """What-if advice with numbers, each line from running the control plane again with one change
+        (``CheckResult.advice``)."""
+        return self.checked(index).advice()
 
     def report(self, index: int | None = None) -> Report:
         """Explain the run (pass ``index`` to pick one scenario of a vmapped batch); with a RAW race, how many

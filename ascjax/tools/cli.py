@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -40,6 +41,9 @@ def compile_notice(stream=None, after_s: float = COMPILE_NOTICE_S):
             timer.cancel()
 
 
+ADVICE_HELP = "what-if advice with numbers: the control plane run again with one change per line"
+
+
 def _cmd_list(args) -> int:
     for name, fn in load_cases(args.file).items():
         doc = (fn.__doc__ or "").strip().splitlines()
@@ -59,8 +63,9 @@ def _cmd_run(args) -> int:
             sanitize=not args.no_sanitize,
             poison_races=args.poison_races,
         )
+    advice = result.advice() if args.advice else ()
     if args.trace or args.timeline:
-        run = result.timeline()
+        run = dataclasses.replace(result.timeline(), advice=advice)
         if args.trace:
             run.to_perfetto(args.trace)
         if args.timeline:
@@ -75,11 +80,12 @@ def _cmd_run(args) -> int:
             max_abs_err=err,
             seconds=round(seconds, 3),
             nan_elements=nan_count,
+            advice=list(advice),
         )
         print(json.dumps(out))
     else:
         print(rep)
-        print("\n".join(timeline.summary_text(rep.timing).splitlines()[1:]))  # per-pipe and stuck lines
+        print("\n".join(timeline.summary_text({**rep.timing, "advice": advice}).splitlines()[1:]))  # per pipe...
         if args.poison_races:
             print(f"outputs hold {nan_count} NaN element(s) after poisoning racy reads")
         if err is not None:
@@ -95,7 +101,7 @@ def _cmd_check(args) -> int:
     c = build_case(path, name)
     with compile_notice():
         found = check(c.kernel, c.inputs, c.outputs, chip=args.chip or c.chip, params=c.params)
-    run = found.timeline()
+    run = found.timeline(advice=args.advice)
     if args.trace:
         run.to_perfetto(args.trace)
     if args.timeline:
@@ -219,6 +225,7 @@ def main(argv=None) -> int:
     p_run.add_argument("--poison-races", action="store_true", help="racy reads produce NaN in the outputs")
     p_run.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
     p_run.add_argument("--timeline", metavar="OUT.png", help="draw the pipeline timeline (needs matplotlib)")
+    p_run.add_argument("--advice", action="store_true", help=ADVICE_HELP)
     p_run.set_defaults(func=_cmd_run)
     p_check = sub.add_parser(
         "check", help="check one case's synchronisation without computing data and print every finding"
@@ -228,6 +235,7 @@ def main(argv=None) -> int:
     p_check.add_argument("--json", action="store_true", help="print one JSON object")
     p_check.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
     p_check.add_argument("--timeline", metavar="OUT.png", help="draw the pipeline timeline (needs matplotlib)")
+    p_check.add_argument("--advice", action="store_true", help=ADVICE_HELP)
     p_check.set_defaults(func=_cmd_check)
     p_explain = sub.add_parser(
         "explain", help="check one case and print seed 002's six cross-core checks and its events by id and slot"

@@ -1,0 +1,60 @@
+"""The chip's GM bandwidth, shared by the cores of a launch.
+
+Each block's control plane prices a GM copy at its own pipe's rate (one core's MTE2 reads 32 B/cycle
+on A2). The cores of a launch share the chip's HBM (``Costs.gm_bytes_per_cycle``, about 811 B/cycle
+on A2): 48 AIVs streaming at once get about 17 B/cycle each, not 32. ``gm_contention`` measures, on a
+run of the blocks at their own rates, how many times the chip's bandwidth they asked for while the
+launch moved GM bytes: its GM bytes over the window from the first GM request's start to the last
+one leaving its pipe (blocks placed in their waves), at the bandwidth. Where that is over 1, the
+launch runs its control planes again with every GM transfer that many times longer (``slow_gm``;
+the flight, the GM latency, stays). It is one correction, not a fixed point, and it spreads the
+contention evenly over the window: a burst inside a window that is quiet elsewhere is priced at the
+window's average. L2 is not modelled: a re-read costs what a first read does.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+BIG = jnp.iinfo(jnp.int32).max
+
+
+def block_offsets(block_cycles, ai_cores: int):
+    """The cycle each block starts at in a launch: block b runs on AI Core b % ai_cores after that core's earlier
+    blocks (``block_cycles``: the blocks on the last axis)."""
+    cycles = jnp.asarray(block_cycles)
+    n = cycles.shape[-1]
+    cores = min(n, ai_cores)
+    waves = -(-n // cores)
+    grid = jnp.pad(cycles, [(0, 0)] * (cycles.ndim - 1) + [(0, waves * cores - n)])
+    grid = grid.reshape(*cycles.shape[:-1], waves, cores)
+    before = jnp.cumsum(grid, axis=-2) - grid  # the core's blocks of earlier waves
+    return before.reshape(*cycles.shape[:-1], waves * cores)[..., :n]
+
+
+def gm_window(starts, leaves, gm_bytes, block_cycles, ai_cores: int):
+    """(GM bytes the launch's requests moved, cycles from the first one's start to the last one leaving its pipe).
+
+    ``starts``, ``leaves``, ``gm_bytes``: per block and instance (blocks on the second-last axis; a start of -1: it
+    never ran); ``block_cycles``: per block, to place the blocks in their waves."""
+    offsets = block_offsets(block_cycles, ai_cores)[..., None]
+    on = (starts >= 0) & (gm_bytes > 0)
+    first = jnp.min(jnp.where(on, starts + offsets, BIG), axis=(-2, -1))
+    last = jnp.max(jnp.where(on, leaves + offsets, 0), axis=(-2, -1))
+    moved = jnp.sum(jnp.where(on, gm_bytes, 0).astype(jnp.float32), axis=(-2, -1))
+    return moved, jnp.maximum(last - first, 1).astype(jnp.float32)
+
+
+def gm_contention(starts, leaves, gm_bytes, block_cycles, ai_cores: int, gm_bytes_per_cycle):
+    """How many times the chip's GM bandwidth a launch asked for while it moved GM bytes (at least 1)."""
+    moved, window = gm_window(starts, leaves, gm_bytes, block_cycles, ai_cores)
+    return jnp.maximum(moved / (window * gm_bytes_per_cycle), 1.0)
+
+
+def slow_gm(operands: dict, factor) -> dict:
+    """Record operands with every GM request's transfer (its cycles less its flight) ``factor`` times longer, in
+    whole cycles (``factor`` broadcasts over the leading axes)."""
+    cycles, flight, gm_bytes = operands["cycles"], operands["flight_cycles"], operands["gm_bytes"]
+    factor = jnp.reshape(jnp.asarray(factor, jnp.float32), jnp.shape(factor) + (1,) * (cycles.ndim - jnp.ndim(factor)))
+    slowed = jnp.ceil((cycles - flight).astype(jnp.float32) * factor).astype(jnp.int32)
+    return {**operands, "cycles": jnp.where(gm_bytes > 0, flight + slowed, cycles)}

@@ -1,0 +1,83 @@
+"""The chip's GM bandwidth, shared by the cores of a launch (``runner._bandwidth``)."""
+
+import math
+
+import calibration as cal
+import jax
+import numpy as np
+import pytest
+
+import ascjax as aj
+from ascjax.runner._bandwidth import block_offsets, gm_contention, gm_window, slow_gm
+
+COSTS = aj.default_costs(aj.get_chip("a2"))
+BANDWIDTH = float(COSTS.gm_bytes_per_cycle)
+
+
+def test_blocks_past_the_ai_cores_start_after_that_cores_earlier_blocks():
+    np.testing.assert_array_equal(block_offsets(np.array([10, 20, 30, 40, 50]), 2), [0, 0, 10, 20, 40])
+    np.testing.assert_array_equal(block_offsets(np.array([[5, 7, 9]]), 24), [[0, 0, 0]])
+
+
+def test_the_gm_window_runs_from_the_first_request_to_the_last_leaving_its_pipe():
+    starts = np.array([[0, 4, -1], [2, 6, 8]])  # block 1, instance 2: no GM bytes; block 0, instance 2: never ran
+    leaves = np.array([[4, 8, -1], [6, 10, 9]])
+    gm_bytes = np.array([[128, 128, 128], [128, 128, 0]])
+    moved, window = gm_window(starts, leaves, gm_bytes, np.array([20, 20]), 24)
+    assert (float(moved), float(window)) == (512.0, 10.0)
+    moved, window = gm_window(starts, leaves, gm_bytes, np.array([20, 20]), 1)  # one core: block 1 starts at 20
+    assert (float(moved), float(window)) == (512.0, 30.0)
+
+
+def test_contention_is_the_bandwidth_asked_for_over_the_chips_and_never_under_one():
+    starts, leaves, gm_bytes = np.array([[0]]), np.array([[100]]), np.array([[160_000]])
+    assert float(gm_contention(starts, leaves, gm_bytes, np.array([100]), 24, 800.0)) == 2.0
+    assert float(gm_contention(starts, leaves, gm_bytes, np.array([100]), 24, 3200.0)) == 1.0
+
+
+def test_slow_gm_lengthens_the_transfer_and_keeps_the_flight():
+    ops = {"cycles": np.array([[192, 10]]), "flight_cycles": np.array([[188, 0]]), "gm_bytes": np.array([[128, 0]])}
+    out = slow_gm(ops, 1.9)
+    np.testing.assert_array_equal(out["cycles"], [[188 + 8, 10]])  # 4 x 1.9 = 7.6 -> 8 whole cycles; on chip: as is
+
+
+def _launch(block_dim: int, copies: int):
+    case = cal.aiv_small_copies_case(copies)
+    return aj.launch(case.kernel, case.inputs, case.outputs, block_dim=block_dim, params=case.params, chip="a2")
+
+
+def _copy_transfer(result) -> set:
+    t = result.records.template
+    ops = {k: np.asarray(result.records.operands[k])[0] for k in ("cycles", "flight_cycles")}
+    return {
+        int(c - f) for e, c, f in zip(t.entry, ops["cycles"], ops["flight_cycles"]) if t.entries[e][0] == "copy_gm2ub"
+    }
+
+
+@pytest.mark.parametrize("block_dim", [1, 24])
+def test_48_aivs_streaming_small_copies_share_the_chips_gm_bandwidth(block_dim):
+    """24 blocks x 2 AIVs streaming 128-byte copies ask for 48 x 32 B/cycle, 1.9 times the chip's 811: each copy
+    takes 8 cycles, not 4. One block's two AIVs ask for 64 B/cycle and keep their own rate."""
+    result = _launch(block_dim, 2)
+    asked = 2 * block_dim * float(COSTS.mte2_bytes_per_cycle)
+    own = 128 / float(COSTS.mte2_bytes_per_cycle)
+    if block_dim == 1:
+        assert float(result.gm_contention) == 1.0 and _copy_transfer(result) == {own}
+    else:
+        assert float(result.gm_contention) == pytest.approx(asked / BANDWIDTH, rel=1e-6)
+        assert _copy_transfer(result) == {math.ceil(own * asked / BANDWIDTH)} == {8}
+    timing = result.report().timing
+    assert timing["gm_bytes"] == 2 * block_dim * 2 * 128
+    assert timing["gm_contention"] == pytest.approx(float(result.gm_contention))
+
+
+def test_a_vmapped_launch_prices_the_contention_as_one_launch_does():
+    """Under ``vmap`` the rerun is a branch taken per scenario: the same contention and cycles as one launch."""
+    case = cal.aiv_small_copies_case(2)
+    one = _launch(24, 2)
+    xs = np.stack([case.inputs["x"], case.inputs["x"] + 1])
+    batch = jax.vmap(
+        lambda x: aj.launch(case.kernel, {"x": x}, case.outputs, block_dim=24, params=case.params, chip="a2")
+    )(xs)
+    np.testing.assert_allclose(np.asarray(batch.gm_contention), [float(one.gm_contention)] * 2)
+    np.testing.assert_array_equal(np.asarray(batch.cycles), [int(one.cycles)] * 2)
