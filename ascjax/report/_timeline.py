@@ -238,9 +238,9 @@ class Timeline:
         for s in self.spans:
             ax.barh(y[s.queue], max(s.leave_cycle - s.start_cycle, 1), left=s.start_cycle, color=colours[s.op],
                     height=0.6, edgecolor="black", linewidth=0.3)  # fmt: skip
-            if s.flight_cycles:  # in flight, the pipe already free: a thin pale bar (requests overlap)
-                ax.barh(y[s.queue] + 0.2, s.flight_cycles, left=s.leave_cycle, color=colours[s.op], alpha=0.4,
-                        height=0.2, linewidth=0)  # fmt: skip
+            if s.flight_cycles:  # in flight, the pipe already free: a thin hatched bar (requests overlap)
+                ax.barh(y[s.queue] + 0.2, s.flight_cycles, left=s.leave_cycle, facecolor="none", hatch="////",
+                        edgecolor=colours[s.op], height=0.2, linewidth=0)  # fmt: skip
             src = by_inst.get(s.source)
             if src is not None and src.queue != s.queue:
                 ax.annotate("", xy=(s.start_cycle, y[s.queue]), xytext=(src.end_cycle, y[src.queue]),
@@ -257,6 +257,9 @@ class Timeline:
         ax.set_xlabel(f"cycles (chip {self.chip}, {self.clock_mhz:.0f} MHz)")
         handles = [plt.Rectangle((0, 0), 1, 1, color=colours[k]) for k in kinds]
         labels = list(kinds)
+        if any(s.flight_cycles for s in self.spans):
+            handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="none", hatch="////", edgecolor="0.3"))
+            labels.append("in flight (GM latency)")
         if self.stuck:
             handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="mistyrose", hatch="xx", edgecolor="red"))
             labels.append("stuck")
