@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import ascjax as aj
+from ascjax.report import summary_text
 from ascjax.runner._bandwidth import block_offsets, gm_contention, gm_window, slow_gm
 
 COSTS = aj.default_costs(aj.get_chip("a2"))
@@ -69,6 +70,8 @@ def test_48_aivs_streaming_small_copies_share_the_chips_gm_bandwidth(block_dim):
     timing = result.report().timing
     assert timing["gm_bytes"] == 2 * block_dim * 2 * 128
     assert timing["gm_contention"] == pytest.approx(float(result.gm_contention))
+    gm_line = next(line for line in summary_text(timing).splitlines() if line.startswith("  GM "))
+    assert f"asked for {float(result.gm_contention):.2f} x it" in gm_line
 
 
 def test_a_vmapped_launch_prices_the_contention_as_one_launch_does():

@@ -326,6 +326,9 @@ class RecordBuilder:
         head_cycles=0,
         flight_cycles=0,
         gm_bytes=0,
+        price=None,
+        head_price=None,
+        flight_price=None,
         enable=True,
         uf_role: UnitFlagRole = UnitFlagRole.NONE,
         uf_mode=UF_OFF,
@@ -353,7 +356,9 @@ class RecordBuilder:
         saves when it streams (it starts as the previous instruction of its pipe completes: its pipeline is full).
         ``flight_cycles``: of ``cycles``, the trailing part a DMA request is in flight (the GM latency): its pipe
         takes the next request meanwhile, and a set or barrier on the pipe waits for it to land. ``gm_bytes``: the
-        bytes it moves to or from GM (a launch's cores share the chip's GM bandwidth for them).
+        bytes it moves to or from GM (a launch's cores share the chip's GM bandwidth for them). ``price``,
+        ``head_price``, ``flight_price``: ``cycles``, ``head_cycles`` and ``flight_cycles`` before they were rounded to
+        whole cycles (floats of the costs; default: the whole cycles), what ``jax.grad`` of the cycles follows.
         ``small_tile``: an mmad over fewer than 10 fp32 fractals; ``accumulate``: it adds to L0C; ``nop``: an
         mmad whose m, k or n is 0, which accesses nothing and takes no part in the unit-flag handshake (the
         front end records it so; reports name it). ``faults``: ``Fault`` s of its traced operands; an issue
@@ -379,6 +384,9 @@ class RecordBuilder:
                 jnp.asarray(flight_cycles, jnp.int32), 0, jnp.maximum(jnp.asarray(cycles) - 1, 0)
             ),
             "gm_bytes": jnp.asarray(gm_bytes, jnp.int32),
+            "price": jnp.asarray(cycles if price is None else price, jnp.float32),
+            "head_price": jnp.asarray(head_cycles if head_price is None else head_price, jnp.float32),
+            "flight_price": jnp.asarray(flight_cycles if flight_price is None else flight_price, jnp.float32),
             "uf_mode": jnp.asarray(uf_mode, jnp.int32),
             "uf_choice": jnp.asarray(uf_choice, jnp.int32),
             "small_tile": jnp.asarray(small_tile, bool),
@@ -772,7 +780,7 @@ def _build(b: RecordBuilder) -> Record:
         name: layout.gather([e.operands[name] for e in entries], dtype)
         for name, dtype in (
             ("enable", bool), ("cycles", jnp.int32), ("head_cycles", jnp.int32), ("flight_cycles", jnp.int32), ("gm_bytes", jnp.int32),
-            ("uf_mode", jnp.int32),
+            ("price", jnp.float32), ("head_price", jnp.float32), ("flight_price", jnp.float32), ("uf_mode", jnp.int32),
             ("small_tile", bool),
             ("accumulate", bool), ("nop", bool), ("event_id", jnp.int32), ("mode", jnp.int32),
             *((f"{k}_{f}", jnp.int32) for k in FAULT_NAMES for f in ("what", "value", "limit")),

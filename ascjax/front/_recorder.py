@@ -110,12 +110,15 @@ class Recorder:
                 faults=(Fault(Finding.BOUNDS, bad, BOUNDS_TRIP_COUNT, count, trip_max),),
             )  # fmt: skip
 
+    def _price(self, instr: isa.Instruction, a: dict):
+        """Cycles of one issue on its pipe as its declaration prices them (a float of the costs; at least one)."""
+        if instr.cycles is None:
+            return jnp.ones((), jnp.float32)
+        return jnp.maximum(jnp.asarray(instr.cycles(self.costs, a, self.gm_dtypes), jnp.float32), 1.0)
+
     def _cycles(self, instr: isa.Instruction, a: dict):
         """Whole cycles of one issue on its pipe (at least one), from its declaration's price."""
-        if instr.cycles is None:
-            return 1
-        cycles = jnp.asarray(instr.cycles(self.costs, a, self.gm_dtypes), jnp.float32)
-        return jnp.maximum(jnp.ceil(cycles), 1).astype(jnp.int32)
+        return jnp.ceil(self._price(instr, a)).astype(jnp.int32)
 
     def _data(self, instr, core, a, site):
         reads, writes, l0c = [], [], None
@@ -141,7 +144,8 @@ class Recorder:
         accumulate = False
         nop = False
         if instr.kind is InstrKind.MMAD:
-            extra.update(head_cycles=jnp.ceil(self.costs.mmad_head_cycles).astype(jnp.int32))
+            head = jnp.asarray(self.costs.mmad_head_cycles, jnp.float32)
+            extra.update(head_cycles=jnp.ceil(head).astype(jnp.int32), head_price=head)
             accumulate = _accumulates(a)
             m, n = _mn(a)
             nop = _nop(a)
@@ -168,10 +172,12 @@ class Recorder:
             extra.update(uf_mode=mode, uf_blocks=ranges, uf_choice=choice, uf_stride=stride, phased="phase" in a)
             if "phase" in a and instr.kind is InstrKind.L0C_READ:
                 self._auto_wait(l0c, mode == 0, site)
-        cycles = self._cycles(instr, a)
+        price = self._price(instr, a)
+        cycles = jnp.ceil(price).astype(jnp.int32)
+        extra.update(price=price)
         if instr.flight is not None:
-            flight = jnp.ceil(jnp.asarray(instr.flight(self.costs, a, self.gm_dtypes), jnp.float32))
-            extra.update(flight_cycles=flight.astype(jnp.int32))
+            flight = jnp.asarray(instr.flight(self.costs, a, self.gm_dtypes), jnp.float32)
+            extra.update(flight_cycles=jnp.ceil(flight).astype(jnp.int32), flight_price=flight)
         if instr.gm_bytes is not None:
             extra.update(gm_bytes=jnp.asarray(instr.gm_bytes(a, self.gm_dtypes), jnp.int32))
         shapes = {name: shape for name, (shape, _) in self.gm_shapes.items()}

@@ -275,7 +275,8 @@ class Timeline:
 
 
 def summary_text(info: dict) -> str:
-    """The summary in lines: the headline, then a line per pipe and per stuck pipe."""
+    """The summary in lines: the headline, then a line per pipe, a launch's GM traffic, a line per stuck pipe and
+    per advice."""
     lines = [
         f"cycles: {info['cycles']:,.0f} ({info['microseconds']:.2f} us), bound: {info['bound']}, "
         f"{100 * info['cube_peak_fraction']:.0f} % of cube peak"
@@ -283,6 +284,11 @@ def summary_text(info: dict) -> str:
     for name, p in info["pipes"].items():
         lines.append(
             f"  {name:9s} busy {p['busy_cycles']:>10,.0f}  stall {p['stall_cycles']:>10,.0f}  done at {p['end_cycle']:>10,.0f}"
+        )
+    if "gm_contention" in info:  # a launch: its GM traffic against the chip's shared bandwidth
+        lines.append(
+            f"  GM       {info['gm_bytes']:,} bytes, {100 * info['gm_bandwidth_fraction']:.1f} % of the chip's GM "
+            f"bandwidth; asked for {info['gm_contention']:.2f} x it at the cores' own rates"
         )
     lines += [f"  stuck    {s}" for s in info.get("stuck", [])]
     lines += [f"  advice   {a}" for a in info.get("advice", [])]

@@ -17,7 +17,7 @@ import numpy as np
 from ..core import EXCEPTIONS, MESSAGES, Verdict
 from ..core._chip import Chip, get_chip
 from ..core._options import Options
-from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs
+from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_cycles
 from ..engine._state import State
 from ..front._tracing import gm_inputs, output_spec
 from ..report._explain import Explained
@@ -54,6 +54,17 @@ class Result(eqx.Module):
         earlier one whose bytes it shares and the data plane could not compute them in that order; the report
         says which two."""
         return bool(np.all(np.asarray(self.control.reordered) < 0))
+
+    @property
+    def cycles(self) -> jax.Array:
+        """The run's cycles (float32, whole; one per scenario under ``vmap``), differentiable by the costs:
+        ``jax.grad`` of it by a ``Costs`` field is how many times that cost lies on the critical path
+        (``engine.run_cycles``)."""
+        if not self.batched:
+            return run_cycles(self.record, self.control, self.costs)
+        costs_axis = 0 if jnp.ndim(self.costs.mmad_head_cycles) > 0 else None
+        one = lambda ops, control, costs: run_cycles(Record(self.record.template, ops), control, costs)  # noqa: E731
+        return jax.vmap(one, in_axes=(0, 0, costs_axis))(self.record.operands, self.control, self.costs)
 
     @property
     def batched(self) -> bool:

@@ -1,0 +1,49 @@
+"""``Result.cycles``: the control plane's cycle count, differentiable by the costs (``engine.run_cycles``)."""
+
+import calibration as cal
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from unit_flag import measurement_case
+
+import ascjax as aj
+
+BASE = aj.default_costs(aj.get_chip("a2"))
+#: costs priced in whole cycles, so one more cycle of each is an exact finite difference
+WHOLE = ("mmad_head_cycles", "gm_read_latency_cycles", "gm_write_latency_cycles", "flag_latency_cycles",
+         "unit_flag_latency_cycles", "vector_fixed_cycles")  # fmt: skip
+
+
+def _run(case, costs):
+    return aj.run(case.kernel, case.inputs, case.outputs, params=case.params, chip=case.chip, costs=costs)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: measurement_case(True), lambda: cal.aiv_add_case(2)], ids=["unit_flag", "add"]
+)
+def test_the_gradient_of_the_cycles_is_the_finite_difference_of_one_cycle_more(make):
+    case = make()
+
+    def cycles(values):
+        return _run(case, BASE.replace(**dict(zip(WHOLE, values)))).cycles
+
+    values = jnp.asarray([float(getattr(BASE, f)) for f in WHOLE])
+    result = _run(case, BASE)
+    assert float(result.cycles) == int(jnp.max(result.control.end))  # the control plane's count, exactly
+    grad = np.asarray(jax.grad(cycles)(values))
+    one_more = [float(cycles(values.at[i].add(1.0)) - result.cycles) for i in range(len(WHOLE))]
+    np.testing.assert_array_equal(grad, one_more)
+    assert grad.max() >= 1  # a kernel whose cycles depend on no cost would make this test vacuous
+
+
+def test_a_vmapped_run_gives_each_scenario_its_cycles_and_gradient():
+    case = measurement_case(False)
+
+    def cycles(latency):
+        return _run(case, BASE.replace(flag_latency_cycles=latency)).cycles
+
+    latencies = jnp.asarray([0.0, 52.0, 69.0])
+    batched = jax.vmap(cycles)(latencies)
+    np.testing.assert_array_equal(np.asarray(batched), [float(cycles(x)) for x in latencies])
+    np.testing.assert_array_equal(np.asarray(jax.vmap(jax.grad(cycles))(latencies)), [3.0, 3.0, 3.0])
