@@ -39,6 +39,7 @@ from .report import Report
 from .runner import CheckResult, LaunchResult, Result, check, control_options, launch, run
 from .tools import (
     Case,
+    LoopSummary,
     SweepTable,
     build_case,
     case,
@@ -47,12 +48,15 @@ from .tools import (
     golden,
     load_cases,
     run_case,
+    summarise_loop,
     sweep,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LoopSummary",
+    "summarise_loop",
     "SweepTable",
     "sweep",
     "enable_compile_cache",

@@ -10,5 +10,7 @@ from ._case import case as case
 from ._case import load_cases as load_cases
 from ._case import run_case as run_case
 from ._compile_cache import enable_compile_cache as enable_compile_cache
+from ._loops import LoopSummary as LoopSummary
+from ._loops import summarise_loop as summarise_loop
 from ._sweep import SweepTable as SweepTable
 from ._sweep import sweep as sweep
