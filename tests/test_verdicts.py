@@ -79,11 +79,6 @@ def test_wait_queued_before_its_notify_is_ok_but_not_on_the_issuer():
     assert "(AIC.M)" in entry(rep.message, line(early, "sync_notify"))
 
 
-@pytest.mark.xfail(
-    reason="the deadlock words say the M -> FIX flag has no set, though its sync_notify is in the program, issued "
-    "after the wait that holds the issue (version 1: 'sync_notify at ..., issued later, would release this wait')",
-    strict=True,
-)
 def test_blocking_wait_deadlock_names_the_later_set():
     def early(k):
         k.sync_wait("M", "FIX", 0)
@@ -182,12 +177,6 @@ def test_pipe_all_barrier_behind_a_blocked_pipe_blocks_everything():
     assert "(AIC.MTE1) waits for flag MTE2 -> MTE1 event 0 on AIC, which no set delivers" in blocked
 
 
-@pytest.mark.xfail(
-    reason="the deadlock words say the never-issued sync_wait(M, FIX) 'waits for flag M -> FIX event 0 on AIC, "
-    "which no set delivers' and its sync_notify 'waits behind an earlier instruction of its pipe or a fence of its "
-    "core': both should say they were never issued, held by the PIPE_ALL at its line (version 1: no FIX entry)",
-    strict=True,
-)
 def test_pipe_all_deadlock_names_the_barrier_that_holds_later_ops():
     rep = verdict_of(_behind_the_barrier).report()
     barrier = line(_behind_the_barrier, "sync_pipe")

@@ -21,6 +21,7 @@ from ..core import (
     BOUNDS_WHAT,
     CORE_NAMES,
     HAZARD_NAMES,
+    N_PIPES,
     RAW,
     SMALL_TILE,
     WAR,
@@ -402,10 +403,27 @@ class _Words:
         sync = Sync(int(t.sync[inst]))
         if self.start.size and self.start[inst] >= 0:
             return "started and never completed"
+        barrier = self.issue_held_by(inst)
+        if barrier is not None:
+            return (
+                f"was never issued: the scalar unit stops at {self.where(barrier)}, which never completed (a PIPE_ALL "
+                "or scalar instruction holds the issue of everything after it)"
+            )
         if sync is Sync.WAIT_FLAG and t.flag_base[inst] >= 0:
-            bit = int(t.flag_base[inst]) + int(t.flag_scale[inst]) * int(self.ops["event_id"][inst])  # a traced id
+            bit = self.flag_bit(inst)
             if 0 <= bit < len(t.flag_bits):
-                return f"waits for {self.flag(bit)}, which no set delivers"
+                later = self.unrun_set(inst, bit)
+                if later is None:
+                    return f"waits for {self.flag(bit)}, which no set delivers"
+                if t.pidx[later] > t.pidx[inst]:
+                    return (
+                        f"waits for {self.flag(bit)}, which {self.where(later)}, issued later, would deliver: it never "
+                        "ran, because the issue stops before it (this wait holds the issue of everything after it, "
+                        "or an earlier fence does)"
+                    )
+                head = self.stuck_head(later)
+                behind = f": it is queued behind {self.where(head)}" if head not in (None, later) else ""
+                return f"waits for {self.flag(bit)}, which {self.where(later)} would deliver, but that set never ran{behind}"
         if sync is Sync.CROSS_WAIT:
             return self.cross_wait(inst)
         if sync is Sync.BARRIER_ALL:
@@ -420,6 +438,42 @@ class _Words:
                 f"every pipe of {CORE_NAMES[t.core[inst]]}"
             )
         return "waits behind an earlier instruction of its pipe or a fence of its core"
+
+    def flag_bit(self, inst: int) -> int:
+        """The flag bit a flag instruction names (its traced event id applied)."""
+        t = self.t
+        return int(t.flag_base[inst]) + int(t.flag_scale[inst]) * int(self.ops["event_id"][inst])
+
+    def unrun_set(self, inst: int, bit: int) -> int | None:
+        """A set of flag ``bit`` in the program that never ran (the first in program order), or None."""
+        t = self.t
+        if not self.start.size:
+            return None
+        sets = [
+            int(i) for i in np.flatnonzero((t.sync == Sync.SET_FLAG) & (t.core == t.core[inst]) & self.enable
+                                          & (self.start < 0) & (t.flag_base >= 0))
+            if self.flag_bit(int(i)) == bit
+        ]  # fmt: skip
+        return min(sets, key=lambda i: t.pidx[i]) if sets else None
+
+    def stuck_head(self, inst: int) -> int | None:
+        """The first instance of ``inst``'s queue that never completed (what the queue is stuck at), or None."""
+        t = self.t
+        q = int(t.queue[inst])
+        members = [int(i) for i in t.qlist[q, : int(t.qlen[q])] if self.enable[i]]
+        return next((i for i in members if self.end[i] < 0), None) if self.end.size else None
+
+    def issue_held_by(self, inst: int) -> int | None:
+        """An earlier PIPE_ALL or scalar instruction of ``inst``'s core that never completed (the first), which stops
+        the issue before ``inst``; None when there is none."""
+        t = self.t
+        if not self.end.size:
+            return None
+        fences = np.flatnonzero(
+            ((t.sync == Sync.BARRIER_ALL) | (t.queues[t.queue] % N_PIPES == int(Pipe.S))) & (t.core == t.core[inst])
+            & (t.pidx < t.pidx[inst]) & self.enable & (self.end < 0)
+        )  # fmt: skip
+        return int(fences[np.argmin(t.pidx[fences])]) if fences.size else None
 
     def held_by_cross_wait(self, inst: int) -> int | None:
         """A stuck cross-core wait of ``inst``'s core, earlier in its program, on another pipe (None: none)."""
