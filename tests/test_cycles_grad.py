@@ -20,7 +20,9 @@ def _run(case, costs):
 
 
 @pytest.mark.parametrize(
-    "make", [lambda: measurement_case(True), lambda: cal.aiv_add_case(2)], ids=["unit_flag", "add"]
+    "make",
+    [pytest.param(lambda: measurement_case(True), marks=pytest.mark.slow), lambda: cal.aiv_add_case(2)],
+    ids=["unit_flag", "add"],
 )
 def test_the_gradient_of_the_cycles_is_the_finite_difference_of_one_cycle_more(make):
     case = make()
@@ -37,6 +39,7 @@ def test_the_gradient_of_the_cycles_is_the_finite_difference_of_one_cycle_more(m
     assert grad.max() >= 1  # a kernel whose cycles depend on no cost would make this test vacuous
 
 
+@pytest.mark.slow  # test_timing's gradient test covers the unit-flag measurement kernel in the default run
 def test_a_vmapped_run_gives_each_scenario_its_cycles_and_gradient():
     case = measurement_case(False)
 

@@ -58,6 +58,7 @@ def _cycles(case, head, latency):
     return jnp.max(run(case, costs=costs).control.end)
 
 
+@pytest.mark.slow  # about 30 s; test_timelines_of_a_vmapped_run sweeps a cost in the default run
 def test_costs_are_arrays_a_vmap_sweeps_them():
     """The software-sync kernel pays the head once (its mmads stream) and the M -> FIX flag latency once."""
     case = measurement_case(False)
