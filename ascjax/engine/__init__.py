@@ -22,9 +22,9 @@ from ._costs import mmad_cycles as mmad_cycles
 from ._costs import sync_latency as sync_latency
 from ._costs import transfer_cycles as transfer_cycles
 from ._costs import vector_cycles as vector_cycles
+from ._critical import run_cycles as run_cycles
 
 # the data plane: the buffers' state, the section plan and the execution of the record's data
-from ._critical import run_cycles as run_cycles
 from ._dataplane import Schedule as Schedule
 from ._dataplane import schedule as schedule
 from ._log import FINDING_FIELDS as FINDING_FIELDS

@@ -80,9 +80,8 @@ class Timeline:
     chip: str
     clock_mhz: float
     cube_work_cycles: float  # the mmads' MAC cycles (their cost less their head)
-    advice: tuple[
-        str, ...
-    ] = ()  # what-if lines measured by running the control plane again (``timeline(advice=True)``)
+    # what-if lines measured by running the control plane again (``timeline(advice=True)``)
+    advice: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, record: Record, result, chip, index: int | None = None) -> Timeline:

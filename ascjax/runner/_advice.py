@@ -22,7 +22,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import N_PIPES, Pipe, pipe_name
+from ..core import pipe_name
 from ..engine import Record, Sync, run_control, sync_latency
 
 #: a change that saves less than this share of the run's cycles is not advice
@@ -33,7 +33,6 @@ SYNC_EDGES = (
     ("unit_flag_cycles", "the unit-flag hand-offs between mmad and fixpipe"),
     ("cross_core_cycles", "the cross-core event hand-offs"),
 )
-DMA_PIPES = (Pipe.MTE2, Pipe.MTE3, Pipe.FIX)  # the pipes whose requests fly to or from GM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,18 +64,17 @@ def what_ifs(record: Record, result, chip, costs, control) -> tuple[WhatIf, ...]
     latency = sync_latency(costs)
     queue = np.asarray(t.queues)[np.asarray(t.queue)]  # per instance, its global queue (core * N_PIPES + pipe)
     changes = []
-    for q in np.unique(queue[ops["flight_cycles"] > 0]):
-        if Pipe(int(q) % N_PIPES) in DMA_PIPES:
-            on = (queue == q) & (ops["flight_cycles"] > 0)
-            hidden = {**ops, "cycles": np.where(on, ops["cycles"] - ops["flight_cycles"], ops["cycles"]),
-                      "flight_cycles": np.where(on, 0, ops["flight_cycles"])}  # fmt: skip
-            words = f"hiding {pipe_name(int(q))}'s GM latency (more buffers in flight: double-buffering)"
-            changes.append((words, hidden, latency))
+    for q in np.unique(queue[ops["flight_cycles"] > 0]):  # the DMA pipes with requests to or from GM
+        on = (queue == q) & (ops["flight_cycles"] > 0)
+        hidden = {**ops, "cycles": np.where(on, ops["cycles"] - ops["flight_cycles"], ops["cycles"]),
+                  "flight_cycles": np.where(on, 0, ops["flight_cycles"])}  # fmt: skip
+        words = f"hiding {pipe_name(int(q))}'s GM latency (more buffers in flight: double-buffering)"
+        changes.append((words, hidden, latency))
     for field, words in SYNC_EDGES:
         if int(np.asarray(getattr(latency, field))) > 0:
             zero = eqx.tree_at(lambda lat, f=field: getattr(lat, f), latency, jnp.zeros((), jnp.int32))
             changes.append((f"without {words}", ops, zero))
-    bound = _bound_queue(record, result)
+    bound = _bound_queue(queue, result)
     if bound is not None:
         on = (queue == bound) & (np.asarray(t.sync) == Sync.NONE)
         transfer = ops["cycles"] - ops["flight_cycles"]
@@ -90,13 +88,12 @@ def what_ifs(record: Record, result, chip, costs, control) -> tuple[WhatIf, ...]
     return tuple(sorted(found, key=lambda w: -w.saved_cycles))
 
 
-def _bound_queue(record: Record, result):
-    """The global queue busiest over the run (its instructions' cycles on the pipe, flights left out), or None."""
-    t = record.template
+def _bound_queue(queue, result):
+    """The global queue (``queue``: per instance) busiest over the run (its instructions' cycles on the pipe, flights
+    left out), or None."""
     ran = np.asarray(result.start) >= 0
     if not ran.any():
         return None
-    queue = np.asarray(t.queues)[np.asarray(t.queue)]
     on_pipe = np.where(ran, np.asarray(result.leave) - np.asarray(result.start), 0)
     busy = np.bincount(queue, weights=on_pipe, minlength=int(queue.max()) + 1)
     return int(np.argmax(busy)) if busy.max() > 0 else None
