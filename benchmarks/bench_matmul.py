@@ -5,7 +5,8 @@ python benchmarks/bench_matmul.py [--size 1024] [--json]
 Rows: ``jnp.dot`` (f32 accumulation); the same 128-tiling as two nested ``lax.scan``s of
 ``jnp.dot`` (the floor for anything that runs the K-loop tile by tile); ascjax ``kernels/matmul.py`` run on the two
 planes (the control plane over the record, with every check and the timing, then the data plane), with the race and
-uninitialised-read checks off (their cost), ``ascjax.run`` called again on the same record (the control plane's
+uninitialised-read checks off (their cost), with ``Options(lower_loops=True)`` (the K chain's products as one batched
+matmul), ``ascjax.run`` called again on the same record (the control plane's
 findings reused: it depends on the record's operands, not on the data), and the data plane alone; the same kernel
 launched on one block per output tile (what a launch and its GM merge cost); the same tiling as a Pallas
 kernel (grid M/128 x N/128 x K/128, the output block resident across K) run with
@@ -82,10 +83,12 @@ def tiled_scan_matmul(a, b):
     return jax.lax.scan(output_tile, jnp.zeros((m, n), jnp.float32), jnp.arange((m // TILE) * n_tiles))[0]
 
 
-def ascjax_matmul(case, sanitize):
+def ascjax_matmul(case, sanitize, lower_loops=False):
+    options = aj.Options(sanitize=sanitize, lower_loops=lower_loops)
+
     @jax.jit
     def go(a, b):
-        r = aj.run(case.kernel, {"a": a, "b": b}, case.outputs, params=case.params, sanitize=sanitize)
+        r = aj.run(case.kernel, {"a": a, "b": b}, case.outputs, params=case.params, options=options)
         return r.outputs["c"], r.verdict, jnp.max(r.control.end)
 
     return go
@@ -136,6 +139,7 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
         "tiled lax.scan of jnp.dot": (jax.jit(tiled_scan_matmul), repeats),
         "ascjax, checks + timing": (ascjax_matmul(case, True), repeats),
         "ascjax, timing only": (ascjax_matmul(case, False), repeats),
+        "ascjax, checks + timing, loops lowered": (ascjax_matmul(case, True, lower_loops=True), repeats),
         "ascjax run, control plane reused": (ascjax_run_reused(case), repeats),
         "ascjax data plane alone": (ascjax_data_plane(case), repeats),
         f"ascjax launch, {blocks} blocks, checks + timing": (ascjax_launch(case, blocks), repeats),
@@ -186,6 +190,10 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
                 1.5,
             ),
             claim("matmul: ascjax data plane alone / jnp.dot", run["ascjax data plane alone"] / run["jnp.dot"]),
+            claim(
+                "matmul: loops lowered / iteration by iteration (checks + timing)",
+                run["ascjax, checks + timing, loops lowered"] / run["ascjax, checks + timing"],
+            ),
             claim(
                 "matmul: checks + timing / timing only (sanitizer cost)",
                 run["ascjax, checks + timing"] / run["ascjax, timing only"],

@@ -21,12 +21,18 @@ class Options:
       quantisation keep their bit-exact outputs, and the gradient passes each rounding step as the
       identity (a scale before it keeps its factor). Integer and code (HiFloat8) outputs still
       stop the gradient. Off, those gradients are zero or fail (docs/numerics.md).
+    - ``lower_loops``: the data plane computes the part of a loop's iterations that does not depend
+      on the iteration before as one batched op (a K chain's products as one batched matmul), the
+      carried rest as a scan (``ascjax.engine.scan_lowered``); the buffers are the same bits as the
+      plain scan's. Off (the default), every loop runs iteration by iteration: on a CPU that is faster
+      (docs/performance.md).
     """
 
     sanitize: bool = True
     poison_races: bool = False
     gm_granule_bytes: int = 32
     straight_through: bool = False
+    lower_loops: bool = False
 
     def __post_init__(self):
         if self.gm_granule_bytes <= 0 or self.gm_granule_bytes & (self.gm_granule_bytes - 1):

@@ -28,6 +28,7 @@ from ._critical import run_cycles as run_cycles
 from ._dataplane import Schedule as Schedule
 from ._dataplane import schedule as schedule
 from ._log import FINDING_FIELDS as FINDING_FIELDS
+from ._lowering import scan_lowered as scan_lowered
 from ._machine import Machine as Machine
 from ._options import ControlOptions as ControlOptions
 from ._options import SyncLatency as SyncLatency

@@ -26,7 +26,7 @@ from ..core import N_CORES, Buffer, CoreKind, InstrKind
 from ..core import _indexed as indexed
 from ..core._chip import Chip
 from ..core._memory import Allocator, Tile
-from ..engine import Sync
+from ..engine import Sync, scan_lowered
 from ..engine._sections import Plan
 from ..engine._state import State
 from ..isa.ops._machine import RACY_READ, static_int
@@ -532,8 +532,8 @@ class Program:
                 self._trips.pop()
                 self._loop_index.pop()
 
-        if self.recorder is None:
-            self.state, _ = jax.lax.scan(step, self.state, jnp.arange(n, dtype=jnp.int32))
+        if self.recorder is None:  # the data plane: the iterations' independent part batched where exact
+            self.state = scan_lowered(lambda s, i: step(s, i)[0], self.state, n, self.state.options.lower_loops)
             return
         rec = self.recorder
 

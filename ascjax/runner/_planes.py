@@ -33,6 +33,7 @@ from ..engine import _dataplane as dataplane
 from ..engine._state import State
 from ..front._program import NeedsData, Program
 from ..front._tracing import initial_gm, record_jit, record_kernel, trace_kernel
+from ..isa.ops._machine import NO_FAULTS
 
 
 def execute_data(
@@ -46,12 +47,14 @@ def execute_data(
     poison: dataplane.Poison | None = None,
     block: dict | None = None,
     emit: EmitOrder | None = None,
+    no_faults: bool = False,
 ) -> State:
     """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves. The reads
     ``poison`` names racy write NaN (``options.poison_races``). ``block``: a launch's ``{"block_idx": b,
     "block_num": n}``; the state then keeps the GM write marks the launch's merge needs. ``emit``: the order a
     core's issues are computed in where it is not program order (``ascjax.engine.emit_order``); which of its
-    edges the trace could not follow is noted in ``FOLLOWED``."""
+    edges the trace could not follow is noted in ``FOLLOWED``. ``no_faults``: no traced operand of the record
+    faults (``faults_free``), so the data functions apply none of their fault conditions."""
     names = tuple(name for name, _ in outputs)
     gm = initial_gm(inputs, outputs)
     state = State.create(chip, gm, names, options, track_gm_writes=block is not None)
@@ -59,7 +62,11 @@ def execute_data(
     program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
     program.poison = poison
     program.emit = emit
-    state = trace_kernel(kernel, program, params).state
+    token = NO_FAULTS.set(no_faults)
+    try:
+        state = trace_kernel(kernel, program, params).state
+    finally:
+        NO_FAULTS.reset(token)
     if emit is not None:
         FOLLOWED[emit] = emit.unfixable or emit.violated(program.emitted)
     return state
@@ -68,6 +75,15 @@ def execute_data(
 #: Per ``EmitOrder`` a trace of the data plane used: the first pair of instances it could not compute in the order
 #: they ran (None: every pair). Written while the data plane is traced, read after it ran (``device_order``).
 FOLLOWED: dict = {}
+
+
+def faults_free(record: Record) -> bool:
+    """Whether no issue of a concrete ``record`` has a traced operand that breaks its rule (no BOUNDS or LAYOUT
+    fault in any instance, run or not); False for a traced record."""
+    whats = [x for name, x in record.operands.items() if name.endswith("_what")]
+    if any(isinstance(x, jax.core.Tracer) for x in whats):
+        return False
+    return all(bool(np.all(np.asarray(x) < 0)) for x in whats)
 
 
 def device_order(result, emit: EmitOrder | None):
@@ -88,14 +104,17 @@ def planes(
     order = dataplane.schedule(record, result)
     poison = dataplane.Poison(dataplane.PoisonIndex(record), result.racy) if options.poison_races else None
     emit = None if isinstance(result.start, jax.core.Tracer) else emit_order(record, result)  # concrete: not jitted
-    state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit)
+    state = execute_data(
+        kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit, no_faults=faults_free(record)
+    )
     return state, record, device_order(result, emit)
 
 
 @eqx.filter_jit
-def _data_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, order, racy, index, emit):
+def _data_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, order, racy, index, emit,
+              no_faults: bool):  # fmt: skip
     poison = None if index is None else dataplane.Poison(index, racy)
-    return execute_data(kernel, chip, options, inputs, spec, params, order, poison, emit=emit)
+    return execute_data(kernel, chip, options, inputs, spec, params, order, poison, emit=emit, no_faults=no_faults)
 
 
 class ControlCache:
@@ -111,7 +130,8 @@ class ControlCache:
         self.misses = 0  # control-plane runs so far
 
     def get(self, record, control: ControlOptions, latency):
-        """``(result, schedule, poison index, emit order)`` for ``record``: cached, or from one control-plane run."""
+        """``(result, schedule, poison index, emit order, faults free)`` for ``record``: cached, or from one
+        control-plane run."""
         digest = hashlib.blake2b(repr(control).encode(), digest_size=16)
         operands, latency_leaves = jax.device_get((record.operands, jax.tree.leaves(latency)))  # one transfer
         for name, x in sorted(operands.items()) + [(str(i), x) for i, x in enumerate(latency_leaves)]:
@@ -124,9 +144,10 @@ class ControlCache:
             self._entries.move_to_end(key)
             return hit[1:]
         self.misses += 1
-        result = run_control(Record(record.template, operands), control, latency)  # the host copy: no second transfer
+        host = Record(record.template, operands)
+        result = run_control(host, control, latency)  # the host copy: no second transfer
         order, index = dataplane.schedule(record, result), dataplane.PoisonIndex(record)
-        entry = (record.template, result, order, index, emit_order(record, result))
+        entry = (record.template, result, order, index, emit_order(record, result), faults_free(host))
         self._entries[key] = entry
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -147,9 +168,9 @@ def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions,
 
 def _data_after(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, record, control_run):
     """The data plane compiled on its own, in the order ``control_run`` (``ControlCache.get``'s) gives."""
-    result, order, index, emit = control_run
+    result, order, index, emit, no_faults = control_run
     racy, index = (result.racy, index) if options.poison_races else (None, None)
-    state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit)
+    state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit, no_faults)
     return state, record, device_order(result, emit)
 
 

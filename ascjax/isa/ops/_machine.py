@@ -11,6 +11,10 @@ from ...core import AIC, AIV0
 
 #: On the data plane: whether the issue whose data function runs now reads racy data (``ascjax.engine._dataplane.Poison``).
 RACY_READ = contextvars.ContextVar("racy_read", default=False)
+#: On the data plane: the control plane found that no traced operand of the record faults (a BOUNDS or LAYOUT
+#: finding), so every issue executes and writes whole; its writes then do not depend on what they overwrite,
+#: which lets a loop's iterations be computed independently (``ascjax.engine.scan_lowered``).
+NO_FAULTS = contextvars.ContextVar("no_faults", default=False)
 
 
 def core_of(sub: int | None) -> int:
@@ -20,6 +24,23 @@ def core_of(sub: int | None) -> int:
     if sub not in (0, 1):
         raise ValueError(f"sub-block index must be 0 or 1 (an AI Core has two AIVs), got {sub!r}")
     return AIV0 + sub
+
+
+def faulted(bad):
+    """A fault's condition as the data function applies it: False where it is static False or the record has none
+    (``NO_FAULTS``), else the traced condition."""
+    if bad is False or NO_FAULTS.get():
+        return False
+    return jnp.asarray(bad)
+
+
+def select(execute, new, old):
+    """``jnp.where(execute, new, old)``, but ``new`` itself where ``execute`` is a concrete True: a write that
+    always happens does not depend on the value it overwrites."""
+    if isinstance(execute, (bool, np.bool_, np.ndarray)) and bool(np.all(execute)):
+        shape = jnp.broadcast_shapes(jnp.shape(execute), jnp.shape(new), jnp.shape(old))
+        return jnp.broadcast_to(jnp.asarray(new).astype(jnp.result_type(new, old)), shape)
+    return jnp.where(execute, new, old)
 
 
 def outside(value, limit):

@@ -9,6 +9,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ...core import BOUNDS_WHAT, Buffer, Finding, Format
 from ...core import _dtypes as dtypes
@@ -19,7 +20,7 @@ from ...core.formats import values
 from ...core.layout import FRACTAL_ROWS, from_fractal, to_fractal
 from ...engine import Fault
 from ...engine._state import State
-from ._machine import outside, racy_read, static_int
+from ._machine import faulted, outside, racy_read, select, static_int
 from .move import _expect, _need, write_tile
 from .unit_flag import mode_value
 
@@ -175,9 +176,14 @@ def mmad(
         )
 
     # a traced size outside its tile (or a GEMV layout the A tile does not hold) runs nothing: a finding
-    execute = (jnp.asarray(m) > 0) & (jnp.asarray(k) > 0) & (jnp.asarray(n) > 0)
+    sizes = [static_int(v) for v in (m, k, n)]
+    if all(v is not None for v in sizes):  # static: a Python bool (a write known to happen reads nothing old)
+        execute = all(v > 0 for v in sizes)
+    else:
+        execute = (jnp.asarray(m) > 0) & (jnp.asarray(k) > 0) & (jnp.asarray(n) > 0)
     for f in mmad_faults(chip, c, a, b, m, k, n, disable_gemv, k_direction_align):
-        execute = execute & ~jnp.asarray(f.bad)
+        bad = faulted(f.bad)
+        execute = execute if bad is False else execute & ~bad
     m_pad, n_pad = _ceil16(jnp.asarray(m)), _ceil16(jnp.asarray(n))
 
     # the product over C's padded shape; K beyond the valid k never contributes
@@ -214,8 +220,11 @@ def mmad(
         result = _saturate(init + prod, state.aic.saturation, keep_nan=state.options.poison_races)
     else:
         result = _saturating_add(init, prod)
-    region = (jnp.arange(mc)[:, None] < m_pad) & (jnp.arange(nc)[None, :] < n_pad)
-    c_new = jnp.where(region, result, c_old)
+    if sizes[0] is not None and sizes[2] is not None:  # static: NumPy, so a full region is known to be full
+        region = (np.arange(mc)[:, None] < _ceil16(sizes[0])) & (np.arange(nc)[None, :] < _ceil16(sizes[2]))
+    else:
+        region = (jnp.arange(mc)[:, None] < m_pad) & (jnp.arange(nc)[None, :] < n_pad)
+    c_new = select(region, result, c_old)
     return write_tile(state, c, to_fractal(c_new, Format.NZ, 16), execute, racy_read())
 
 

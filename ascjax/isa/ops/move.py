@@ -10,7 +10,7 @@ from ...core._memory import Tile
 from ...core.layout import from_fractal, pad_to, to_fractal
 from ...engine import Fault
 from ...engine._state import State
-from ._machine import poison, racy_read, static_int
+from ._machine import faulted, poison, racy_read, select, static_int
 
 
 def _need(cond: bool, message: str) -> None:
@@ -27,7 +27,7 @@ def _expect(tile: Tile, buffers, what: str) -> None:
 def write_tile(state: State, tile: Tile, phys, execute, racy=False) -> State:
     """Store ``phys`` into ``tile`` if the op executes (an op whose traced operand faults writes nothing)."""
     phys = poison(phys.astype(tile.np_dtype), racy, state.options)
-    return state.with_tile(tile, jnp.where(execute, phys, state.tile(tile)))
+    return state.with_tile(tile, select(execute, phys, state.tile(tile)))
 
 
 #: the BOUNDS_WHAT indices of a window's (row, column) offsets
@@ -53,9 +53,10 @@ def checked_offsets(offsets, limits, units):
         if v is not None:
             _need(0 <= v <= limit, f"rule 'bounds': {BOUNDS_WHAT[what]} {v} is outside [0, {limit}]")
             _need(v % unit == 0, f"rule 'fractal alignment': {BOUNDS_WHAT[what]} {v} is not a multiple of {unit}")
-    ok = jnp.asarray(True)
+    ok = True  # static where nothing can fault: the write then does not depend on what it overwrites
     for f in offset_faults(offsets, limits, units):
-        ok = ok & ~f.bad
+        bad = faulted(f.bad)
+        ok = ok if bad is False else ok & ~bad
     return ok
 
 
@@ -117,8 +118,11 @@ def copy_gm2l1(
     window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
     nd = from_fractal(state.tile(dst), dst.fmt)
     span_c = min(-(-cols // unit_c) * unit_c, nd.shape[1] - dst_col)  # nd2nz pads each row to 32 B
-    window = pad_to(window, rows, span_c)
-    nd = jax.lax.dynamic_update_slice(nd, window.astype(nd.dtype), (dst_row, dst_col))
+    window = pad_to(window, rows, span_c).astype(nd.dtype)
+    if window.shape == nd.shape:  # the whole tile: what it held before is not read
+        nd = window
+    else:
+        nd = jax.lax.dynamic_update_slice(nd, window, (dst_row, dst_col))
     return write_tile(state, dst, to_fractal(nd, dst.fmt, dst.c0), execute, racy_read())
 
 

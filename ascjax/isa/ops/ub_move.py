@@ -20,7 +20,7 @@ from ...core import Buffer, Format
 from ...core._memory import Tile
 from ...core.layout import from_fractal, pad_to, to_fractal
 from ...engine._state import State
-from ._machine import core_of, poison, racy_read
+from ._machine import core_of, poison, racy_read, select
 from .move import _expect, _need, checked_offsets
 from .unit_flag import mode_value
 
@@ -87,7 +87,7 @@ def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, sub: int) -> 
     execute = checked_offsets(*gm2ub_window(dst, g.shape, row=row, col=col))
     window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
     window = poison(window, racy_read(), state.options)
-    return state.with_tile(dst, jnp.where(execute, window, state.tile(dst, sub)), sub)
+    return state.with_tile(dst, select(execute, window, state.tile(dst, sub)), sub)
 
 
 def copy_ub2gm(
@@ -113,7 +113,7 @@ def copy_ub2gm(
     start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
     old = jax.lax.dynamic_slice(g, start, (rows, cols))
     value = old + data if atomic else data
-    new = jax.lax.dynamic_update_slice(g, jnp.where(execute, value, old), start)
+    new = jax.lax.dynamic_update_slice(g, select(execute, value, old), start)
     state = eqx.tree_at(lambda s: s.gm[dst], state, new)
     # a launch: remember the window for the merge of the blocks' GM
     return state.mark_gm(dst, jnp.broadcast_to(jnp.asarray(execute), (rows, cols)), atomic, start=start)
