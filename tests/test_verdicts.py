@@ -324,6 +324,8 @@ def test_every_finding_is_reported_most_severe_first():
 
 
 def test_throw_inside_jit_raises():
+    """Only the data is traced: the control plane ran on the host, so the full report is raised while tracing."""
+
     def bad(k):
         k.sync_wait("MTE2", "MTE1", 0)
 
@@ -331,5 +333,19 @@ def test_throw_inside_jit_raises():
     def go(x):
         return aj.run(bad, {"x": x}, {}, throw=True).verdict
 
-    with pytest.raises(Exception, match="no op sets"):
+    with pytest.raises(aj.DeadlockError, match="sync_wait at .*test_verdicts.py.* which no set delivers"):
         jax.block_until_ready(go(jnp.zeros(3)))
+
+
+def test_throw_inside_jit_with_a_traced_event_id_raises_when_it_runs():
+    """A traced parameter: the verdict is traced too, and the error is raised when the program runs."""
+
+    def bad(k, event_id):
+        k.sync_wait("MTE2", "MTE1", event_id)
+
+    @jax.jit
+    def go(x, event_id):
+        return aj.run(bad, {"x": x}, {}, params={"event_id": event_id}, throw=True).verdict
+
+    with pytest.raises(Exception, match="no op sets"):
+        jax.block_until_ready(go(jnp.zeros(3), jnp.int32(0)))

@@ -25,6 +25,7 @@ from ._findings import SMALL_TILE as SMALL_TILE
 from ._findings import WAR as WAR
 from ._findings import WAW as WAW
 from ._findings import Finding as Finding
+from ._host import array_module as array_module
 from ._kinds import AIC_FLAG_PAIRS as AIC_FLAG_PAIRS
 from ._kinds import AIC_PIPES as AIC_PIPES
 from ._kinds import AIV_FLAG_PAIRS as AIV_FLAG_PAIRS

@@ -100,6 +100,8 @@ def run_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, laten
     shared = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((record.operands, lat)))
     st = static(record.template, options, shared)
     out = _run(st, _pad_operands(record.operands, st), lat, options)
+    if not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(out)):  # concrete: trimmed on the host (an
+        out = jax.device_get(out)  # eager slice per shape would compile)
     n, n_all = (record.template.n_instances if options.keep_timeline else 0), record.template.n_instances
     trimmed = (out.start[:n], out.end[:n], out.leave[:n], out.source[:n], out.racy[:n_all])  # per instance
     return eqx.tree_at(lambda r: (r.start, r.end, r.leave, r.source, r.racy), out, trimmed)

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import N_CORES
+from ..core import N_CORES, array_module
 from ..core import _indexed as indexed
 from . import _sections as sections
 from ._control import ControlResult
@@ -43,13 +43,14 @@ class Schedule(eqx.Module):
 def schedule(record: Record, result: ControlResult) -> Schedule:
     """The data plane's section order from a control-plane run of ``record`` (``keep_timeline`` on)."""
     t = record.template
-    enable = jnp.asarray(record.operands["enable"], bool)
+    xp = array_module(record.operands["enable"], result.start)
+    enable = xp.asarray(record.operands["enable"], bool)
     keys = []
     for core in range(N_CORES):
         inst = np.flatnonzero((t.core == core) & (t.sync == Sync.CROSS_WAIT))
         inst = inst[np.argsort(t.pidx[inst], kind="stable")]
-        start = result.start[inst].astype(jnp.float32)
-        keys.append(jnp.where(~enable[inst], FREE, jnp.where(start >= 0, start, NEVER)))
+        start = xp.asarray(result.start)[inst].astype(np.float32)
+        keys.append(xp.where(~enable[inst], np.float32(FREE), xp.where(start >= 0, start, np.float32(NEVER))))
     return Schedule(tuple(keys))
 
 
@@ -185,4 +186,4 @@ class Poison:
         if table is None:
             return jnp.asarray(False)
         index = tuple(jnp.asarray(i, jnp.int32) for i in loop_index[len(loop_index) - table.ndim :])
-        return self.racy[jnp.asarray(table)[index] if index else int(table)]
+        return jnp.asarray(self.racy)[jnp.asarray(table)[index] if index else int(table)]

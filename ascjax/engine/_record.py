@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import AIC, AIV0, AIV1, CORE_NAMES, N_CORES, Finding, Pipe, SyncMode, core_pipes, gpipe
+from ..core import AIC, AIV0, AIV1, CORE_NAMES, N_CORES, Finding, Pipe, SyncMode, array_module, core_pipes, gpipe
 
 #: Sender index of the INTER_SUBBLOCK barrier's counters (receiver AIVk, sender SUB).
 SUB = N_CORES
@@ -700,6 +700,8 @@ class _Layout:
         chunks, run = [], []
         for e, v in zip(self.entries, values):
             shape = e.operands["enable"].shape
+            if isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer):
+                v = np.asarray(v)  # a concrete value: on the host (an eager op per shape would compile)
             if isinstance(v, jax.Array):
                 chunks.extend([np.concatenate(run)] if run else [])
                 chunks.append(jnp.broadcast_to(jnp.asarray(v, dtype), shape).reshape(-1))
@@ -724,9 +726,7 @@ class _Layout:
         return xp.take(table, base + xp.clip(choice, 0, np.maximum(count, 1) - 1), axis=0), ok
 
 
-def _xp(*xs):
-    """NumPy when every value is a host array (a static column stays a constant), else jax.numpy."""
-    return np if all(isinstance(x, np.ndarray) for x in xs) else jnp
+_xp = array_module  # NumPy for concrete columns (a static column stays a constant), else jax.numpy
 
 
 def _build(b: RecordBuilder) -> Record:

@@ -15,20 +15,24 @@ window's average. L2 is not modelled: a re-read costs what a first read does.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
-BIG = jnp.iinfo(jnp.int32).max
+from ..core import array_module
+
+BIG = np.iinfo(np.int32).max
 
 
 def block_offsets(block_cycles, ai_cores: int):
     """The cycle each block starts at in a launch: block b runs on AI Core b % ai_cores after that core's earlier
     blocks (``block_cycles``: the blocks on the last axis)."""
-    cycles = jnp.asarray(block_cycles)
+    xp = array_module(block_cycles)
+    cycles = xp.asarray(block_cycles)
     n = cycles.shape[-1]
     cores = min(n, ai_cores)
     waves = -(-n // cores)
-    grid = jnp.pad(cycles, [(0, 0)] * (cycles.ndim - 1) + [(0, waves * cores - n)])
+    grid = xp.pad(cycles, [(0, 0)] * (cycles.ndim - 1) + [(0, waves * cores - n)])
     grid = grid.reshape(*cycles.shape[:-1], waves, cores)
-    before = jnp.cumsum(grid, axis=-2) - grid  # the core's blocks of earlier waves
+    before = xp.cumsum(grid, axis=-2) - grid  # the core's blocks of earlier waves
     return before.reshape(*cycles.shape[:-1], waves * cores)[..., :n]
 
 
@@ -37,18 +41,21 @@ def gm_window(starts, leaves, gm_bytes, block_cycles, ai_cores: int):
 
     ``starts``, ``leaves``, ``gm_bytes``: per block and instance (blocks on the second-last axis; a start of -1: it
     never ran); ``block_cycles``: per block, to place the blocks in their waves."""
+    xp = array_module(starts, leaves, gm_bytes, block_cycles)
+    starts, leaves, gm_bytes = xp.asarray(starts), xp.asarray(leaves), xp.asarray(gm_bytes)
     offsets = block_offsets(block_cycles, ai_cores)[..., None]
     on = (starts >= 0) & (gm_bytes > 0)
-    first = jnp.min(jnp.where(on, starts + offsets, BIG), axis=(-2, -1))
-    last = jnp.max(jnp.where(on, leaves + offsets, 0), axis=(-2, -1))
-    moved = jnp.sum(jnp.where(on, gm_bytes, 0).astype(jnp.float32), axis=(-2, -1))
-    return moved, jnp.maximum(last - first, 1).astype(jnp.float32)
+    first = xp.min(xp.where(on, starts + offsets, BIG), axis=(-2, -1))
+    last = xp.max(xp.where(on, leaves + offsets, 0), axis=(-2, -1))
+    moved = xp.sum(xp.where(on, gm_bytes, 0).astype(np.float32), axis=(-2, -1))
+    return moved, xp.maximum(last - first, 1).astype(np.float32)
 
 
 def gm_contention(starts, leaves, gm_bytes, block_cycles, ai_cores: int, gm_bytes_per_cycle):
     """How many times the chip's GM bandwidth a launch asked for while it moved GM bytes (at least 1)."""
     moved, window = gm_window(starts, leaves, gm_bytes, block_cycles, ai_cores)
-    return jnp.maximum(moved / (window * gm_bytes_per_cycle), 1.0)
+    xp = array_module(moved, window, gm_bytes_per_cycle)
+    return xp.maximum(moved / (window * xp.asarray(gm_bytes_per_cycle, np.float32)), np.float32(1.0))
 
 
 def slow_gm(operands: dict, factor) -> dict:

@@ -12,10 +12,9 @@ import dataclasses
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from ..core import Finding, Verdict
+from ..core import Finding, Verdict, array_module
 from ..core._chip import Chip, get_chip
 from ..engine import (
     ControlOptions,
@@ -42,8 +41,10 @@ _VERDICT_OF_FINDING = np.asarray([int(Verdict[f.verdict]) for f in sorted(Findin
 
 def verdict_codes(result: ControlResult) -> jax.Array:
     """int32 verdict of each scenario: the most severe finding's (findings are ranked), else OK."""
-    kind = result.findings[..., 0, 0]
-    return jnp.where(result.n_findings > 0, jnp.asarray(_VERDICT_OF_FINDING)[jnp.clip(kind, 0)], int(Verdict.OK))
+    kind, n = result.findings[..., 0, 0], result.n_findings
+    xp = array_module(kind, n)  # concrete: no eager op to compile
+    kind, n = xp.asarray(kind), xp.asarray(n)
+    return xp.where(n > 0, xp.asarray(_VERDICT_OF_FINDING)[xp.maximum(kind, 0)], np.int32(Verdict.OK)).astype(np.int32)
 
 
 def control_options(chip: Chip, **changes) -> ControlOptions:

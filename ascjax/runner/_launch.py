@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import EXCEPTIONS, Verdict
+from ..core import EXCEPTIONS, Verdict, array_module
 from ..core import _dtypes as dtypes
 from ..core._chip import Chip, get_chip
 from ..core._options import Options
@@ -172,12 +172,13 @@ def launch_cycles(block_cycles, ai_cores: int):
 
     ``block_cycles`` has the blocks on its last axis; the result is the busiest core's total.
     """
-    cycles = jnp.asarray(block_cycles)
+    xp = array_module(block_cycles)
+    cycles = xp.asarray(block_cycles)
     n = cycles.shape[-1]
     cores = min(n, ai_cores)
     waves = -(-n // cores)
-    cycles = jnp.pad(cycles, [(0, 0)] * (cycles.ndim - 1) + [(0, waves * cores - n)])
-    return jnp.max(jnp.sum(cycles.reshape(*cycles.shape[:-1], waves, cores), axis=-2), axis=-1)
+    cycles = xp.pad(cycles, [(0, 0)] * (cycles.ndim - 1) + [(0, waves * cores - n)])
+    return xp.max(xp.sum(cycles.reshape(*cycles.shape[:-1], waves, cores), axis=-2), axis=-1)
 
 
 class LaunchResult(eqx.Module):
@@ -218,13 +219,15 @@ class LaunchResult(eqx.Module):
     @property
     def block_cycles(self) -> jax.Array:
         """Cycles of each block on its own (when its last instruction completed)."""
-        return jnp.maximum(jnp.max(self.controls.end, axis=-1), 0)
+        xp = array_module(self.controls.end)
+        return xp.maximum(xp.max(xp.asarray(self.controls.end), axis=-1), 0)
 
     @property
     def gm_bytes(self) -> jax.Array:
         """Bytes the launch's GM requests moved (every block's copies to and from GM that ran)."""
-        gm_bytes = self.records.operands["gm_bytes"][..., : self.controls.start.shape[-1]]
-        return jnp.sum(jnp.where(self.controls.start >= 0, gm_bytes, 0), axis=(-2, -1))
+        xp = array_module(self.records.operands["gm_bytes"], self.controls.start)
+        gm_bytes = xp.asarray(self.records.operands["gm_bytes"])[..., : self.controls.start.shape[-1]]
+        return xp.sum(xp.where(xp.asarray(self.controls.start) >= 0, gm_bytes, 0), axis=(-2, -1))
 
     @property
     def cycles(self) -> jax.Array:
@@ -428,6 +431,13 @@ def _rerun(records: Record, factor, control: ControlOptions, costs: Costs):
 _rerun_jit = eqx.filter_jit(_rerun)
 
 
+@eqx.filter_jit  # one program: under a bare vmap the cond's selects would otherwise compile one by one
+def _rerun_where_contended(records: Record, controls, factor, control: ControlOptions, costs: Costs):
+    """``_rerun`` where ``factor`` (traced) exceeds 1 in some block, else the blocks' operands and control planes."""
+    keep = lambda: (records.operands, controls)  # noqa: E731
+    return jax.lax.cond(jnp.all(factor <= 1), keep, lambda: _rerun(records, factor, control, costs))
+
+
 def _share_gm(result: LaunchResult, control: ControlOptions) -> LaunchResult:
     """``result`` with its blocks' control planes run again at the GM bandwidth the launch shares, where at their own
     rates they asked for more than the chip has (``_bandwidth.gm_contention``)."""
@@ -439,8 +449,7 @@ def _share_gm(result: LaunchResult, control: ControlOptions) -> LaunchResult:
                            result.costs.gm_bytes_per_cycle)  # fmt: skip
     args = (result.records, factor, control, result.costs)
     if isinstance(factor, jax.core.Tracer):  # inside a trace (a vmapped or jitted launch): both ways, one taken
-        keep = lambda: (result.records.operands, controls)  # noqa: E731
-        operands, controls = jax.lax.cond(jnp.all(factor <= 1), keep, lambda: _rerun(*args))
+        operands, controls = _rerun_where_contended(result.records, controls, factor, control, result.costs)
     elif float(np.max(factor)) > 1:
         operands, controls = _rerun_jit(*args)
     else:

@@ -104,8 +104,9 @@ def planes(
     order = dataplane.schedule(record, result)
     poison = dataplane.Poison(dataplane.PoisonIndex(record), result.racy) if options.poison_races else None
     emit = None if isinstance(result.start, jax.core.Tracer) else emit_order(record, result)  # concrete: not jitted
+    clean = faults_free(record)
     state = execute_data(
-        kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit, no_faults=faults_free(record)
+        kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit, no_faults=clean
     )
     return state, record, device_order(result, emit)
 

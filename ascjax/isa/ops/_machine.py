@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -34,13 +35,17 @@ def faulted(bad):
     return jnp.asarray(bad)
 
 
-def select(execute, new, old):
-    """``jnp.where(execute, new, old)``, but ``new`` itself where ``execute`` is a concrete True: a write that
-    always happens does not depend on the value it overwrites."""
-    if isinstance(execute, (bool, np.bool_, np.ndarray)) and bool(np.all(execute)):
-        shape = jnp.broadcast_shapes(jnp.shape(execute), jnp.shape(new), jnp.shape(old))
-        return jnp.broadcast_to(jnp.asarray(new).astype(jnp.result_type(new, old)), shape)
-    return jnp.where(execute, new, old)
+def select(cond, new, old):
+    """``jnp.where(cond, new, old)``, but ``new`` (``old``) itself where ``cond`` is concrete and all true (false):
+    a write that always happens does not depend on the value it overwrites, and one that never does computes
+    nothing."""
+    if not isinstance(cond, jax.core.Tracer):
+        static = np.asarray(cond)
+        if static.all() or not static.any():
+            shape = jnp.broadcast_shapes(static.shape, jnp.shape(new), jnp.shape(old))
+            pick = new if static.all() else old
+            return jnp.broadcast_to(jnp.asarray(pick).astype(jnp.result_type(new, old)), shape)
+    return jnp.where(cond, new, old)
 
 
 def outside(value, limit):

@@ -207,15 +207,17 @@ def mmad(
         prod = _mx_product(state, mx, a_nd, b_nd)
     prod = jax.lax.optimization_barrier(prod)
 
-    c_old = from_fractal(state.tile(c), Format.NZ)
+    # the accumulation is elementwise, so it runs in C's physical (Nz) layout: one relayout (the product's), not two
+    prod = to_fractal(prod, Format.NZ, 16)
+    c_old = state.tile(c)
     init = c_old
     if bt_tile is not None:
         row = state.tile(bt_tile)[0, :nc]
         row = jnp.pad(row, (0, nc - row.shape[0]))
-        from_bias = jnp.broadcast_to(row[None, :], (mc, nc))
-        init = from_bias if bias is not None else jnp.where(jnp.asarray(c_matrix_source), from_bias, init)
+        from_bias = to_fractal(jnp.broadcast_to(row[None, :], (mc, nc)), Format.NZ, 16)
+        init = from_bias if bias is not None else select(c_matrix_source, from_bias, init)
     if bias is None:
-        init = jnp.where(jnp.asarray(c_matrix_init_val), jnp.zeros_like(init), init)
+        init = select(c_matrix_init_val, jnp.zeros_like(init), init)
     if dtypes.is_float(c_dtype):
         result = _saturate(init + prod, state.aic.saturation, keep_nan=state.options.poison_races)
     else:
@@ -224,8 +226,8 @@ def mmad(
         region = (np.arange(mc)[:, None] < _ceil16(sizes[0])) & (np.arange(nc)[None, :] < _ceil16(sizes[2]))
     else:
         region = (jnp.arange(mc)[:, None] < m_pad) & (jnp.arange(nc)[None, :] < n_pad)
-    c_new = select(region, result, c_old)
-    return write_tile(state, c, to_fractal(c_new, Format.NZ, 16), execute, racy_read())
+    c_new = select(to_fractal(region, Format.NZ, 16), result, c_old)
+    return write_tile(state, c, c_new, execute, racy_read())
 
 
 def _mx_product(state: State, mx: tuple[Tile, Tile], a_nd, b_nd):

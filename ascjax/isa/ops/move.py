@@ -144,6 +144,10 @@ def _window(state, src: Tile, shape, need, row, col):
         f"rule 'bounds': a {need[0]}x{need[1]} window does not fit {src} (padded {src_nd.shape[0]}x{src_nd.shape[1]})",
     )
     ok = checked_offsets(*l1_window(src, need, row, col))
+    r0, c0 = static_int(row), static_int(col)
+    if r0 is not None and c0 is not None:  # static: a slice, padded only where the window runs past ``src``
+        part = src_nd[r0 : r0 + shape[0], c0 : c0 + shape[1]]
+        return ok, jnp.pad(part, ((0, shape[0] - part.shape[0]), (0, shape[1] - part.shape[1])))
     src_nd = jnp.pad(src_nd, ((0, shape[0]), (0, shape[1])))  # traced offsets must never clamp
     start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
     return ok, jax.lax.dynamic_slice(src_nd, start, shape)
