@@ -1,3 +1,4 @@
+import os
 import pathlib
 import sys
 
@@ -22,8 +23,23 @@ REFUSED_WHILE_TRACING = {
 ascjax.enable_compile_cache()  # the demo and every xdist worker share compiled kernels
 
 
+#: A worker holding more than this drops its compiled programs after a test file (hundreds of cached executables
+#: exhaust a small machine); below it, the programs files share (the control plane of a size class, the recording of
+#: a kernel) stay compiled instead of being traced and loaded again in every file.
+CACHE_RSS_LIMIT_BYTES = 2 * 2**30
+
+
+def _rss_bytes() -> int:
+    """This process's resident memory (Linux); where it cannot be read, as if over the limit."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return CACHE_RSS_LIMIT_BYTES + 1
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _fresh_jit_caches():
-    """Drop compiled kernels between test files: hundreds of cached executables exhaust a small machine."""
+def _bounded_jit_caches():
     yield
-    jax.clear_caches()
+    if _rss_bytes() > CACHE_RSS_LIMIT_BYTES:
+        jax.clear_caches()

@@ -495,12 +495,8 @@ def test_race_words_name_the_tile():
     assert "of tile" not in _run(workspace_read_back_without_sync).findings()[0].message  # GM:ws names its tensor
 
 
-@pytest.mark.xfail(
-    reason="the fixpipe writes and the copy reads all 32 rows of `ws` (bytes [0, 4096)), but the race says 'RACE "
-    "(RAW) on GM:ws bytes [0, 128)': the first 128-byte row only (GM's history is kept per row)",
-    strict=True,
-)
 def test_gm_race_names_every_byte_it_covers():
+    """The fixpipe writes and the copy reads all 32 rows of `ws`: the race names all of them, not the first row."""
     assert "RACE (RAW) on GM:ws bytes [0, 4096)" in _run(workspace_read_back_without_sync).findings()[0].message
 
 

@@ -125,6 +125,11 @@ class _Words:
             "mode",
         )
         self.ops = {k: np.asarray(record.operands[k]).reshape(-1) for k in names}
+        n = self.t.n_instances
+        self.slots = {  # [N, slots]: each access slot's atom run, in range, and on
+            f"{p}_{x}": np.asarray(record.operands[f"{p}_{x}"]).reshape(n, -1)
+            for p in ("rd", "wr") for x in ("lo", "hi", "ok", "on")
+        }  # fmt: skip
 
     def where(self, inst: int) -> str:
         return where(self.t, inst)
@@ -138,18 +143,15 @@ class _Words:
         return f"{self.t.spaces[index].name} bytes [{lo}, {hi}){tiles}"
 
     def foot(self, inst: int, atom: int, write: bool) -> np.ndarray:
-        """The atoms ``inst`` writes (or reads) for sure, and ``atom``, as a bool mask over atoms."""
-        t = self.t
-        feet, valid, traced = (
-            (t.write_foot, t.write_valid, t.write_traced) if write else (t.read_foot, t.read_valid, t.read_traced)
-        )
+        """The atoms ``inst`` wrote (or read) in this run, and ``atom``, as a bool mask over atoms: each access
+        slot's atom run as the record's operands give it (a traced slot or window offset as it was chosen)."""
+        t, prefix = self.t, "wr" if write else "rd"
+        valid = t.write_valid if write else t.read_valid
+        lo, hi, ok, on = (self.slots[f"{prefix}_{name}"][inst] for name in ("lo", "hi", "ok", "on"))
         mask = np.zeros(t.n_atoms, bool)
-        for slot in np.flatnonzero(valid[inst]):
-            lo, hi = (int(x) for x in feet[inst, slot])
-            if not traced[inst, slot]:
-                mask[lo:hi] = True
-            elif lo <= atom < hi:  # a traced choice (a TileGroup slot, a window): its footprint spans every candidate
-                mask[atom] = True
+        for slot in np.flatnonzero(valid[inst] & ok & on):
+            mask[int(lo[slot]) : int(hi[slot])] = True
+        mask[atom] = True
         return mask
 
     def run_of(self, atom: int, mask: np.ndarray) -> tuple[int, int]:
