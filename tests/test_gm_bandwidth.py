@@ -74,6 +74,7 @@ def test_48_aivs_streaming_small_copies_share_the_chips_gm_bandwidth(block_dim):
     assert f"asked for {float(result.gm_contention):.2f} x it" in gm_line
 
 
+@pytest.mark.slow  # a vmapped launch's contended rerun: test_launch's per-scenario verdicts take the path by default
 def test_a_vmapped_launch_prices_the_contention_as_one_launch_does():
     """Under ``vmap`` the rerun is a branch taken per scenario: the same contention and cycles as one launch."""
     case = cal.aiv_small_copies_case(2)

@@ -111,6 +111,7 @@ print(t.to_json())
 """
 
 
+@pytest.mark.slow  # a fresh process with four host devices
 def test_sweep_shards_over_host_devices():
     """Four CPU devices: each chunk is split over them; the table equals the one-device table."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")

@@ -69,6 +69,7 @@ def test_costs_are_arrays_a_vmap_sweeps_them():
     assert int(latencies[1] - latencies[0]) >= 69
 
 
+@pytest.mark.slow  # the default run checks the cycles' gradient in test_cycles_grad (finite differences)
 def test_grad_differentiates_the_cycles_by_a_cost():
     """The software-sync kernel pays the head once and the flag latency on three hand-offs of its critical path."""
 

@@ -127,7 +127,7 @@ class _Words:
         self.ops = {k: np.asarray(record.operands[k]).reshape(-1) for k in names}
         n = self.t.n_instances
         self.slots = {  # [N, slots]: each access slot's atom run, in range, and on
-            f"{p}_{x}": np.asarray(record.operands[f"{p}_{x}"]).reshape(n, -1)
+            f"{p}_{x}": np.asarray(record.operands[f"{p}_{x}"]).reshape(n, -1 if n else 0)
             for p in ("rd", "wr") for x in ("lo", "hi", "ok", "on")
         }  # fmt: skip
 
