@@ -182,6 +182,7 @@ def cube_kernel(k):
     pl.store("sum", acc, atomic=pl.AtomicType.AtomicAdd)
 
 
+@pytest.mark.slow  # by default the atomic adds and the waves are checked on the vector blocks above
 def test_cube_blocks_store_and_add_and_run_in_waves():
     rng = np.random.default_rng(0)
     a = rng.integers(-2, 3, (3 * M, K)).astype(np.float16)

@@ -121,6 +121,7 @@ def test_gradients_flow_through_the_data_plane():
     np.testing.assert_allclose(np.asarray(db), np.asarray(a, np.float64).T @ ones, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.slow  # by default test_phase_table and test_control_plane vmap phase scenarios, test_mmad a run
 def test_scenarios_vmap_through_both_planes():
     """Three phase scenarios of seed 000's K loop in one ``vmap``: each gives the verdict and the outputs that
     its own run gives (the recipe; a store without phase, a race; Partial then Final only, a deadlock)."""

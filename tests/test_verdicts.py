@@ -323,6 +323,16 @@ def test_every_finding_is_reported_most_severe_first():
     assert verdict_of(good, params={"ev": jnp.int32(7)}).ok
 
 
+def test_a_kernel_that_issues_nothing_reports_ok_in_zero_cycles():
+    """A record with no instance: the report has no access to name and still renders (seed rule l0c_256k_on_950)."""
+
+    def nothing(k):
+        k.alloc("L0C", (16, 16), "float32", name="c")
+
+    rep = aj.run(nothing, {}, {}, chip="950").report()
+    assert rep.verdict is aj.Verdict.OK and "cycles: 0 " in str(rep)
+
+
 def test_throw_inside_jit_raises():
     """Only the data is traced: the control plane ran on the host, so the full report is raised while tracing."""
 
