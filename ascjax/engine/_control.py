@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Int
 
-from ..core import RAW
+from ..core import RAW, array_module
 from . import _checks
 from ._log import KIND, ranked
 from ._machine import Col, Machine, execute, plan
@@ -100,8 +100,8 @@ def run_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, laten
     shared = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((record.operands, lat)))
     st = static(record.template, options, shared)
     out = _run(st, _pad_operands(record.operands, st), lat, options)
-    if not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(out)):  # concrete: trimmed on the host (an
-        out = jax.device_get(out)  # eager slice per shape would compile)
+    if array_module(out) is np:  # concrete: trimmed on the host (an eager slice per shape would compile)
+        out = jax.device_get(out)
     n, n_all = (record.template.n_instances if options.keep_timeline else 0), record.template.n_instances
     trimmed = (out.start[:n], out.end[:n], out.leave[:n], out.source[:n], out.racy[:n_all])  # per instance
     return eqx.tree_at(lambda r: (r.start, r.end, r.leave, r.source, r.racy), out, trimmed)

@@ -700,9 +700,7 @@ class _Layout:
         chunks, run = [], []
         for e, v in zip(self.entries, values):
             shape = e.operands["enable"].shape
-            if isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer):
-                v = np.asarray(v)  # a concrete value: on the host (an eager op per shape would compile)
-            if isinstance(v, jax.Array):
+            if isinstance(v, jax.core.Tracer):  # a concrete value stays on the host (an eager op would compile)
                 chunks.extend([np.concatenate(run)] if run else [])
                 chunks.append(jnp.broadcast_to(jnp.asarray(v, dtype), shape).reshape(-1))
                 run = []
@@ -720,13 +718,10 @@ class _Layout:
         rows = [np.asarray(t, np.int32).reshape(-1, 2) if len(t) else np.full((1, 2), -1, np.int32) for t in tables]
         table = np.concatenate(rows) if rows else np.zeros((1, 2), np.int32)
         choice = self.gather(choices, jnp.int32)
-        xp = _xp(choice)
+        xp = array_module(choice)
         count, base = counts[self.entry], bases[self.entry]
         ok = (choice >= 0) & (choice < count)
         return xp.take(table, base + xp.clip(choice, 0, np.maximum(count, 1) - 1), axis=0), ok
-
-
-_xp = array_module  # NumPy for concrete columns (a static column stays a constant), else jax.numpy
 
 
 def _build(b: RecordBuilder) -> Record:
@@ -867,7 +862,7 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
             is_win = np.asarray(windowed)[layout.entry]
             start = layout.gather([a.choice if w else 0 for a, w in zip(at, windowed)], jnp.int32)
             units = np.asarray([a.window[1] if w else 0 for a, w in zip(at, windowed)])[layout.entry]
-            xp = _xp(start, lo, ok)
+            xp = array_module(start, lo, ok)
             inside = (start >= 0) & (start + units <= hi - lo)
             ok = xp.where(is_win, inside, ok)
             lo, hi = xp.where(is_win, lo + start, lo), xp.where(is_win, lo + start + units, hi)
@@ -884,7 +879,7 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
                 foot[e, j] = (min(lo for lo, _ in t), max(hi for _, hi in t))
                 traced[e, j] = at[e].traced
     valid = np.asarray([[j < len(x) for j in range(width)] for x in of], bool).reshape(-1, width)[layout.entry]
-    stack = lambda xs: _xp(*xs).stack(xs, 1).reshape(n, width)
+    stack = lambda xs: array_module(*xs).stack(xs, 1).reshape(n, width)
     names = ("lo", "hi", "ok", "on")
     operands = {f"{prefix}_{name}": stack(col) for name, col in zip(names, (los, his, oks, ons))}
     return (

@@ -27,12 +27,15 @@ def core_of(sub: int | None) -> int:
     return AIV0 + sub
 
 
-def faulted(bad):
-    """A fault's condition as the data function applies it: False where it is static False or the record has none
-    (``NO_FAULTS``), else the traced condition."""
-    if bad is False or NO_FAULTS.get():
-        return False
-    return jnp.asarray(bad)
+def executes(faults, execute=True):
+    """``execute`` and none of ``faults`` (``Fault`` s) holding: a Python bool while every condition is static False
+    or the record has no fault (``NO_FAULTS``), else traced."""
+    if NO_FAULTS.get():
+        return execute
+    for f in faults:
+        if f.bad is not False:
+            execute = execute & ~jnp.asarray(f.bad)
+    return execute
 
 
 def select(cond, new, old):

@@ -20,7 +20,7 @@ from ...core.formats import values
 from ...core.layout import FRACTAL_ROWS, from_fractal, to_fractal
 from ...engine import Fault
 from ...engine._state import State
-from ._machine import faulted, outside, racy_read, select, static_int
+from ._machine import executes, outside, racy_read, select, static_int
 from .move import _expect, _need, write_tile
 from .unit_flag import mode_value
 
@@ -181,10 +181,7 @@ def mmad(
         execute = all(v > 0 for v in sizes)
     else:
         execute = (jnp.asarray(m) > 0) & (jnp.asarray(k) > 0) & (jnp.asarray(n) > 0)
-    for f in mmad_faults(chip, c, a, b, m, k, n, disable_gemv, k_direction_align):
-        bad = faulted(f.bad)
-        execute = execute if bad is False else execute & ~bad
-    m_pad, n_pad = _ceil16(jnp.asarray(m)), _ceil16(jnp.asarray(n))
+    execute = executes(mmad_faults(chip, c, a, b, m, k, n, disable_gemv, k_direction_align), execute)
 
     # the product over C's padded shape; K beyond the valid k never contributes
     mc, nc = c.padded
@@ -225,6 +222,7 @@ def mmad(
     if sizes[0] is not None and sizes[2] is not None:  # static: NumPy, so a full region is known to be full
         region = (np.arange(mc)[:, None] < _ceil16(sizes[0])) & (np.arange(nc)[None, :] < _ceil16(sizes[2]))
     else:
+        m_pad, n_pad = _ceil16(jnp.asarray(m)), _ceil16(jnp.asarray(n))
         region = (jnp.arange(mc)[:, None] < m_pad) & (jnp.arange(nc)[None, :] < n_pad)
     c_new = select(to_fractal(region, Format.NZ, 16), result, c_old)
     return write_tile(state, c, c_new, execute, racy_read())

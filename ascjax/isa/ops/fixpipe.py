@@ -14,7 +14,7 @@ from ...core.formats import quant
 from ...core.layout import from_fractal, to_fractal
 from ...engine import Fault
 from ...engine._state import State
-from ._machine import faulted, outside, poison, racy_read, select, static_int
+from ._machine import executes, outside, poison, racy_read, select, static_int
 from .move import _expect, _need
 from .unit_flag import mode_value
 
@@ -157,11 +157,8 @@ def fixpipe(
         f"rule 'bounds': a {win_r}x{win_c} region at ({src_row}, {src_col}) does not fit {src}",
     )
     # a traced size or offset outside its range moves nothing: the control plane's BOUNDS finding
-    execute = True  # static where nothing can fault
-    for f in fixpipe_faults(src, g.shape, m=m, n=n, src_row=src_row, src_col=src_col, dst_row=dst_row,
-                            dst_col=dst_col, nz2nd=nz2nd):  # fmt: skip
-        bad = faulted(f.bad)
-        execute = execute if bad is False else execute & ~bad
+    execute = executes(fixpipe_faults(src, g.shape, m=m, n=n, src_row=src_row, src_col=src_col, dst_row=dst_row,
+                                      dst_col=dst_col, nz2nd=nz2nd))  # fmt: skip
     if nz2nd:
         _need(g.ndim == 2, f"fixpipe with nz2nd writes a 2-D GM tensor, {dst!r} has shape {g.shape}")
         if all(static_int(v) is not None for v in (m, n, dst_row, dst_col)):

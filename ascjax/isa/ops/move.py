@@ -10,7 +10,7 @@ from ...core._memory import Tile
 from ...core.layout import from_fractal, pad_to, to_fractal
 from ...engine import Fault
 from ...engine._state import State
-from ._machine import faulted, poison, racy_read, select, static_int
+from ._machine import executes, poison, racy_read, select, static_int
 
 
 def _need(cond: bool, message: str) -> None:
@@ -53,11 +53,7 @@ def checked_offsets(offsets, limits, units):
         if v is not None:
             _need(0 <= v <= limit, f"rule 'bounds': {BOUNDS_WHAT[what]} {v} is outside [0, {limit}]")
             _need(v % unit == 0, f"rule 'fractal alignment': {BOUNDS_WHAT[what]} {v} is not a multiple of {unit}")
-    ok = True  # static where nothing can fault: the write then does not depend on what it overwrites
-    for f in offset_faults(offsets, limits, units):
-        bad = faulted(f.bad)
-        ok = ok if bad is False else ok & ~bad
-    return ok
+    return executes(offset_faults(offsets, limits, units))  # static where nothing can fault
 
 
 def gm2l1_window(dst: Tile, gm_shape, *, row=0, col=0, rows=None, cols=None, dst_row=0, dst_col=0):
