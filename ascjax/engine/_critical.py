@@ -37,7 +37,8 @@ def _pin(value, exact):
 def run_cycles(record: Record, result, costs):
     """The cycles of ``result`` (a ``ControlResult`` of ``record``, timeline kept, one scenario): the control plane's
     count, differentiable by ``costs`` (``Costs``) through the prices and latencies on its critical path."""
-    t, op = record.template, record.operands
+    names = ("price", "cycles", "flight_price", "flight_cycles", "head_price", "head_cycles")
+    t, op = record.template, {k: jnp.asarray(record.operands[k]) for k in names}  # indexed by the replay's tracers
     n = t.n_instances
     start, leave, end = (jnp.asarray(x)[:n] for x in (result.start, result.leave, result.end))
     source = jnp.asarray(result.source)[:n]

@@ -7,6 +7,8 @@ block). What JAX would change silently (a Python list, a 64-bit array) is refuse
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import warnings
 
 import equinox as eqx
@@ -15,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import _dtypes as dtypes
+from ..core import eval_jaxpr, needed_inputs
 from ..core._chip import Chip, get_chip
 from ..engine import Costs, sync_latency
 from ..engine._state import State
@@ -126,13 +129,73 @@ def record_kernel(
     return recorder.builder.build()
 
 
-@eqx.filter_jit
-def record_jit(kernel, chip: Chip, costs: Costs, inputs: dict, spec: tuple, params: dict, shapes_only: bool = False):
-    """``record_kernel`` compiled (array inputs, parameters and costs traced), with the sync latencies its control
-    plane runs with. ``shapes_only`` (static: a program of its own): the inputs are zero stand-ins of their shapes,
-    for a run whose data is traced."""
-    record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, shapes_only=shapes_only)
-    return record, sync_latency(costs)
+def _recording(kernel, chip: Chip, spec: tuple, shapes_only: bool, static):
+    """The recording as a function of the arguments' arrays (``static``: the rest of them)."""
+
+    def record(dynamic):
+        costs, inputs, params = eqx.combine(dynamic, static)
+        out = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, shapes_only=shapes_only)
+        return out, sync_latency(costs)
+
+    return record
+
+
+#: Per kernel, static arguments and array shapes: the recording's jaxpr, the structure of what it returns and which
+#: arrays it reads; and the records last made, by those arrays' bytes (a run again on other data records nothing).
+_RECORDINGS: collections.OrderedDict = collections.OrderedDict()
+_RECORDS: collections.OrderedDict = collections.OrderedDict()
+RECORDINGS_KEPT, RECORDS_KEPT = 64, 16
+
+
+def _kept(cache: collections.OrderedDict, key, make, size: int):
+    """``cache[key]``, made by ``make()`` when missing (the ``size`` most recently used kept; an unhashable key:
+    made each time)."""
+    try:
+        hit = cache.get(key)
+    except TypeError:
+        return make()
+    if hit is None:
+        hit = cache[key] = make()
+        while len(cache) > size:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return hit
+
+
+def record_on_host(
+    kernel, chip: Chip, costs: Costs, inputs: dict, spec: tuple, params: dict, shapes_only: bool = False
+):
+    """``record_kernel`` of concrete arguments, with the sync latencies its control plane runs with: traced once per
+    kernel and argument shapes (arrays among ``inputs``, ``params`` and ``costs`` are traced, as under ``jit``; the
+    rest is static), then evaluated in NumPy (``core.eval_jaxpr``), with no XLA compile. ``shapes_only``: the
+    inputs are zero stand-ins of their shapes, for a run whose data is traced."""
+    dynamic, static = eqx.partition((costs, inputs, params), eqx.is_array)
+    leaves, treedef = jax.tree.flatten(dynamic)
+    static_leaves, static_def = jax.tree.flatten(static)
+    key = (kernel, chip, spec, shapes_only, treedef, static_def, tuple(static_leaves),
+           tuple((np.shape(x), np.dtype(x.dtype)) for x in leaves))  # fmt: skip
+
+    def trace():
+        closed, out_struct, out_static = eqx.filter_make_jaxpr(_recording(kernel, chip, spec, shapes_only, static))(
+            dynamic
+        )
+        return closed, jax.tree.structure(out_struct), out_static, needed_inputs(closed)
+
+    closed, out_def, out_static, needed = _kept(_RECORDINGS, key, trace, RECORDINGS_KEPT)
+    read = [np.asarray(x) for x, used in zip(leaves, needed) if used]
+    digest = hashlib.blake2b(digest_size=16)
+    for x in read:
+        digest.update(f"{x.dtype}{x.shape};".encode())
+        digest.update(np.ascontiguousarray(x).tobytes())
+
+    def evaluate():
+        out = [np.asarray(x) for x in eval_jaxpr(closed, *leaves)]
+        for x in out:
+            x.flags.writeable = False  # the record is shared by the runs that reuse it
+        return eqx.combine(jax.tree.unflatten(out_def, out), out_static)
+
+    return _kept(_RECORDS, (key, digest.hexdigest()), evaluate, RECORDS_KEPT)
 
 
 def warn_unused_inputs(inputs: dict, program: Program, outputs: tuple) -> None:

@@ -26,7 +26,7 @@ from ..engine import (
     sync_latency,
 )
 from ..engine._log import ENTRY
-from ..front._tracing import gm_inputs, output_spec, record_jit, record_kernel
+from ..front._tracing import gm_inputs, output_spec, record_kernel, record_on_host
 from ..report._event_table import event_table
 from ..report._explain import Explained, explain
 from ..report._finding_words import FindingText, describe
@@ -157,8 +157,8 @@ def check(
     inputs, spec, params = gm_inputs(inputs), output_spec(outputs), dict(params or {})
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((inputs, params, costs))):
         record, result = _recorded_and_run(kernel, inputs, spec, chip, params, costs, options)
-    else:  # two programs: the recording, and the control plane its size class shares with other kernels
-        record, latency = record_jit(kernel, chip, costs, inputs, spec, params)
+    else:  # the recording on the host, and the control plane its size class shares with other kernels
+        record, latency = record_on_host(kernel, chip, costs, inputs, spec, params)
         result = run_control(record, options, latency)
     return CheckResult.of(record, result, chip, costs, options)
 

@@ -7,8 +7,9 @@ each instruction's data function on a data-only state, concurrent sections in th
 control plane ran them.
 
 What the control plane finds depends on the record's operands only (event ids, phases, slots, trip
-counts, cycles), never on the data. ``planes_cached`` (what ``ascjax.run`` does) therefore compiles
-three programs: the record, the control plane, the data plane. It runs the control plane once per
+counts, cycles), never on the data. ``planes_cached`` (what ``ascjax.run`` does) therefore records the
+kernel on the host (``record_on_host``: traced, then evaluated in NumPy) and compiles two programs, the
+control plane (shared by every record of its size class) and the data plane. It runs the control plane once per
 distinct record and operands (``ControlCache``), so a kernel run again on other inputs (golden data,
 a training step) pays for the data only. Under a transformation of the data alone (``grad`` or
 ``vmap`` over the inputs, ``jit`` around ``run``) the control plane is reused the same way
@@ -33,7 +34,7 @@ from ..engine import ControlOptions, EmitOrder, Record, emit_order, run_control,
 from ..engine import _dataplane as dataplane
 from ..engine._state import State
 from ..front._program import NeedsData, Program
-from ..front._tracing import initial_gm, record_jit, record_kernel, trace_kernel
+from ..front._tracing import initial_gm, record_kernel, record_on_host, trace_kernel
 from ..isa.ops._machine import NO_FAULTS
 
 
@@ -129,6 +130,10 @@ class ControlCache:
         self._entries: collections.OrderedDict = collections.OrderedDict()
         self.misses = 0  # control-plane runs so far
 
+    def clear(self) -> None:
+        """Forget every result (the next run of each record runs its control plane)."""
+        self._entries.clear()
+
     def get(self, record, control: ControlOptions, latency):
         """``(result, schedule, poison index, emit order, faults free)`` for ``record``: cached, or from one
         control-plane run."""
@@ -160,9 +165,9 @@ CONTROL_CACHE = ControlCache()
 
 def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
                   params: dict):  # fmt: skip
-    """``planes`` as three compiled programs, the control plane's run reused for equal records and operands
+    """``planes`` as a host recording and two compiled programs, the control plane's run reused for equal records and operands
     (``CONTROL_CACHE``). Arguments must be concrete (not under a transformation)."""
-    record, latency = record_jit(kernel, chip, costs, inputs, spec, params)
+    record, latency = record_on_host(kernel, chip, costs, inputs, spec, params)
     return _data_after(kernel, chip, options, inputs, spec, params, record, CONTROL_CACHE.get(record, control, latency))
 
 
@@ -183,7 +188,7 @@ def planes_data_traced(kernel, chip: Chip, options: Options, control: ControlOpt
     try:
         with jax.core.eval_context():  # run now, on the host's values, whatever trace encloses the call
             shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()}
-            record, latency = record_jit(kernel, chip, costs, shapes, spec, params, shapes_only=True)
+            record, latency = record_on_host(kernel, chip, costs, shapes, spec, params, shapes_only=True)
             control_run = CONTROL_CACHE.get(record, control, latency)
     except NeedsData:
         return planes_jit(kernel, chip, options, control, costs, inputs, spec, params)

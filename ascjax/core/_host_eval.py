@@ -1,0 +1,380 @@
+"""A jaxpr evaluated on the host in NumPy: a small traced computation with no XLA compile.
+
+A kernel's recording is thousands of tiny integer and float32 operations on a few hundred
+values (each instruction's sizes, offsets, enables and cycles). Compiled by XLA it costs up to
+seconds per kernel (a flash-attention recording: 8 s), for microseconds of arithmetic; op by op in
+``jax.numpy`` it costs a dispatch per operation. Traced once to a jaxpr and evaluated here, equation
+by equation in NumPy, it costs milliseconds.
+
+NumPy computes what XLA computes on the operations listed in ``_NUMPY`` for the dtypes in
+``_EXACT_DTYPES``: integer arithmetic wraps alike, each IEEE float32 and float64 operation rounds alike
+(XLA's CPU backend runs without fast-math), and the casts agree where the values fit the target. Any
+other equation, or one whose operands leave that ground (an integer divided by zero, a float cast to
+an integer it does not fit), runs through JAX itself, eagerly. What remains are XLA's rewrites of float
+chains, which it may or may not make from one program to the next: a product fused into the sum it
+feeds (one rounding where NumPy rounds twice), a division by a broadcast value taken as a product by its
+reciprocal (a unit in the last place off). NumPy's results are the correctly rounded ones; every kernel in ``kernels/`` records bit for
+bit alike on both paths (``tests/test_host_eval.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from jax import lax
+from jax.extend import core as jcore
+
+#: dtypes whose arithmetic NumPy and XLA:CPU compute bit for bit alike (bfloat16, float16 and the float8
+#: formats round through float32 differently in places: they take JAX's path).
+_EXACT_DTYPES = frozenset(
+    np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                          np.uint64, np.float32, np.float64)
+)  # fmt: skip
+
+
+class _NotExact(Exception):
+    """This equation's NumPy result could differ from XLA's: evaluate it with JAX."""
+
+
+def _int_div(x, y):
+    if np.issubdtype(x.dtype, np.floating):
+        return np.true_divide(x, y)
+    if np.any(y == 0):
+        raise _NotExact
+    q = np.floor_divide(x, y)
+    return q + ((np.remainder(x, y) != 0) & ((x < 0) != (y < 0)))  # C division truncates toward zero
+
+
+def _rem(x, y):
+    if not np.issubdtype(x.dtype, np.floating) and np.any(y == 0):
+        raise _NotExact
+    return np.fmod(x, y)  # the sign of the dividend, as C and XLA
+
+
+def _convert(x, *, new_dtype, **_):
+    new = np.dtype(new_dtype)
+    if np.issubdtype(x.dtype, np.floating) and np.issubdtype(new, np.integer):
+        info = np.iinfo(new)
+        if not np.all(np.isfinite(x) & (x > info.min - 1) & (x < info.max + 1)):
+            raise _NotExact  # XLA saturates or maps NaN; NumPy's cast is undefined there
+    return x.astype(new)
+
+
+def _broadcast_in_dim(x, *, shape, broadcast_dimensions, **_):
+    kept = [1] * len(shape)
+    for src, dst in enumerate(broadcast_dimensions):
+        kept[dst] = x.shape[src]
+    return np.broadcast_to(x.reshape(kept), shape)
+
+
+def _reshape(x, *, new_sizes, dimensions=None, **_):
+    if dimensions is not None:
+        x = np.transpose(x, dimensions)
+    return x.reshape(new_sizes)
+
+
+def _iota(*, dtype, shape, dimension, **_):
+    line = np.arange(shape[dimension], dtype=dtype).reshape([-1 if d == dimension else 1 for d in range(len(shape))])
+    return np.broadcast_to(line, shape)
+
+
+def _slice(x, *, start_indices, limit_indices, strides=None, **_):
+    strides = strides or (1,) * x.ndim
+    return x[tuple(slice(a, b, s) for a, b, s in zip(start_indices, limit_indices, strides))]
+
+
+def _clamped_starts(x_shape, sizes, starts):
+    return [int(np.clip(int(s), 0, n - k)) for s, n, k in zip(starts, x_shape, sizes)]
+
+
+def _dynamic_slice(x, *starts, slice_sizes, **_):
+    at = _clamped_starts(x.shape, slice_sizes, starts)
+    return x[tuple(slice(a, a + k) for a, k in zip(at, slice_sizes))]
+
+
+def _dynamic_update_slice(x, update, *starts, **_):
+    at = _clamped_starts(x.shape, update.shape, starts)
+    out = np.array(x)
+    out[tuple(slice(a, a + k) for a, k in zip(at, update.shape))] = update
+    return out
+
+
+def _select_n(which, *cases):
+    if len(cases) == 1:
+        return cases[0]
+    return np.where(which, cases[1], cases[0]) if len(cases) == 2 else np.choose(which, cases)
+
+
+def _sign(x):
+    return np.where(x == 0, x, np.sign(x)) if np.issubdtype(x.dtype, np.floating) else np.sign(x)  # keeps -0.0
+
+
+def _reduction(fn, exact_floats: bool):
+    def reduce(x, *, axes, **_):
+        if not exact_floats and np.issubdtype(x.dtype, np.floating):
+            raise _NotExact  # XLA's summation order is its own
+        return fn(x, axis=tuple(axes)).astype(x.dtype)
+
+    return reduce
+
+
+def _arg_reduction(fn):
+    def reduce(x, *, axes, index_dtype, **_):
+        if np.issubdtype(x.dtype, np.floating) and np.any(np.isnan(x)):
+            raise _NotExact
+        return fn(x, axis=axes[0]).astype(index_dtype)
+
+    return reduce
+
+
+def _cumulative(fn):
+    def scan(x, *, axis, reverse, **_):
+        if np.issubdtype(x.dtype, np.floating):
+            raise _NotExact
+        if reverse:
+            return np.flip(fn(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+        return fn(x, axis=axis, dtype=x.dtype)
+
+    return scan
+
+
+def _fill_value(dtype, fill_value):
+    if fill_value is not None:
+        return fill_value
+    if np.issubdtype(dtype, np.inexact):
+        return np.nan
+    if dtype == np.bool_:
+        return True
+    return np.iinfo(dtype).min if np.issubdtype(dtype, np.signedinteger) else np.iinfo(dtype).max
+
+
+def _gather(operand, indices, *, dimension_numbers, slice_sizes, mode, fill_value=None, **_):
+    """XLA's gather (``lax.gather``): a window of ``slice_sizes`` at each start index, clamped into the operand
+    (or, in fill mode, the fill value where a window leaves it)."""
+    dn = dimension_numbers
+    if dn.operand_batching_dims:
+        raise _NotExact
+    batch_shape = indices.shape[:-1]
+    starts = np.zeros((int(np.prod(batch_shape, dtype=np.int64)), operand.ndim), np.int64)
+    starts[:, list(dn.start_index_map)] = indices.reshape(-1, indices.shape[-1])
+    upper = np.asarray(operand.shape, np.int64) - np.asarray(slice_sizes, np.int64)
+    outside = np.any((starts < 0) | (starts > upper), axis=1)
+    starts = np.clip(starts, 0, upper)
+    grid = np.meshgrid(*[np.arange(k) for k in slice_sizes], indexing="ij")
+    window = tuple(starts[:, d].reshape((-1,) + (1,) * operand.ndim) + grid[d][None] for d in range(operand.ndim))
+    values = operand[window]
+    if mode == lax.GatherScatterMode.FILL_OR_DROP:
+        values = np.where(outside.reshape((-1,) + (1,) * operand.ndim), _fill_value(operand.dtype, fill_value), values)
+    kept = tuple(k for d, k in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims)
+    values = values.reshape(batch_shape + kept)
+    first_window = len(batch_shape)
+    return np.moveaxis(values, list(range(first_window, first_window + len(kept))), list(dn.offset_dims))
+
+
+def _clamp(lo, x, hi):
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def _ufunc(fn):
+    """An element-wise primitive; one that asks for another result type or accuracy is JAX's."""
+
+    def apply(*xs, out_dtype=None, accuracy=None, **_):
+        if out_dtype is not None or accuracy is not None:
+            raise _NotExact
+        return fn(*xs)
+
+    return apply
+
+
+_NUMPY = {
+    **{name: _ufunc(fn) for name, fn in {
+        "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _int_div, "rem": _rem,
+        "max": np.maximum, "min": np.minimum, "neg": np.negative, "sign": _sign, "abs": np.abs,
+        "floor": np.floor, "ceil": np.ceil, "sqrt": np.sqrt, "is_finite": np.isfinite,
+        "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "not": np.invert,
+        "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+        "ge": np.greater_equal, "select_n": _select_n, "clamp": _clamp,
+    }.items()},
+    "convert_element_type": _convert, "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape,
+    "squeeze": lambda x, *, dimensions, **_: np.squeeze(x, dimensions),
+    "transpose": lambda x, *, permutation, **_: np.transpose(x, permutation),
+    "rev": lambda x, *, dimensions, **_: np.flip(x, dimensions),
+    "concatenate": lambda *xs, dimension, **_: np.concatenate(xs, axis=dimension),
+    "stack": lambda *xs, axis, **_: np.stack(xs, axis=axis),
+    "iota": _iota, "slice": _slice, "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
+    "gather": _gather, "reduce_sum": _reduction(np.sum, False), "reduce_max": _reduction(np.max, True),
+    "reduce_min": _reduction(np.min, True), "reduce_and": _reduction(np.all, True),
+    "reduce_or": _reduction(np.any, True), "argmax": _arg_reduction(np.argmax), "argmin": _arg_reduction(np.argmin),
+    "cumsum": _cumulative(np.cumsum), "cummax": _cumulative(lambda x, axis, dtype: np.maximum.accumulate(x, axis)),
+    "cummin": _cumulative(lambda x, axis, dtype: np.minimum.accumulate(x, axis)),
+    "copy": lambda x, **_: x, "copy_p": lambda x, **_: x,
+}  # fmt: skip
+
+#: Primitives that call a jaxpr of theirs on their operands (the parameter that holds it).
+_CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+          "remat": "jaxpr", "checkpoint": "jaxpr", "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr"}  # fmt: skip
+
+
+def eval_jaxpr(closed, *args) -> list:
+    """The outputs of ``closed`` (a ``ClosedJaxpr``) on ``args`` (NumPy arrays or scalars), as NumPy arrays."""
+    jaxpr = closed.jaxpr
+    args = [np.asarray(a, dtype=v.aval.dtype) for v, a in zip(jaxpr.invars, args)]
+    consts = [np.asarray(c) for c in closed.consts]
+    with np.errstate(all="ignore"):  # integer wrap-around and the casts' edge cases are XLA's semantics, not errors
+        return _eval(jaxpr, consts, args, (True,) * len(jaxpr.outvars))
+
+
+def needed_inputs(closed) -> list[bool]:
+    """Per input of ``closed``, whether any of its outputs depends on it (an unread input can take any value)."""
+    reads = {v for step in _plan(closed.jaxpr, (True,) * len(closed.jaxpr.outvars)) for v in step.needs}
+    reads.update(v for v in closed.jaxpr.outvars if not isinstance(v, jcore.Literal))
+    return [v in reads for v in closed.jaxpr.invars]
+
+
+class _Step:
+    """One equation as the evaluator runs it: decided once per jaxpr (what it reads, which of its results are
+    needed, whether NumPy computes it exactly), so that running it is a call and a few dictionary writes."""
+
+    __slots__ = ("eqn", "ins", "outs", "kind", "fn", "params", "sub", "live", "dtypes", "needs")
+
+    def __init__(self, eqn, live: tuple):
+        self.eqn, self.live = eqn, live
+        self.ins = [(True, np.asarray(v.val, dtype=v.aval.dtype)) if isinstance(v, jcore.Literal) else (False, v)
+                    for v in eqn.invars]  # fmt: skip
+        self.outs = [None if isinstance(v, jcore.DropVar) else v for v in eqn.outvars]
+        self.params, name = eqn.params, eqn.primitive.name
+        self.dtypes = [np.dtype(v.aval.dtype) for v in eqn.outvars]
+        self.fn, self.sub = None, None
+        self.needs = [v for v in eqn.invars if not isinstance(v, jcore.Literal)]  # the operands it reads
+        if name in _CALLS and eqn.params.get(_CALLS[name]) is not None:
+            self.kind, self.sub = "call", _closed(eqn.params[_CALLS[name]])
+            self.needs = _needed_operands(eqn.invars, self.sub[0], live)
+        elif name == "scan":
+            self.kind, self.sub = name, _scan_live(eqn.params, live)
+            self.needs = _needed_operands(eqn.invars, eqn.params["jaxpr"].jaxpr, self.sub)
+        elif name in ("while", "cond"):
+            self.kind = name
+        else:
+            exact = all(d in _EXACT_DTYPES for d in self.dtypes) and all(
+                np.dtype(v.aval.dtype) in _EXACT_DTYPES for v in eqn.invars
+            )
+            self.kind, self.fn = ("numpy" if exact and name in _NUMPY else "jax"), _NUMPY.get(name)
+
+
+#: Per (jaxpr, which outputs are needed): its steps. A jaxpr is kept with its plan, so its id stays its own.
+_PLANS: dict = {}
+PLANS_KEPT = 4096
+
+
+def _plan(jaxpr, live_out: tuple) -> list:
+    key = (id(jaxpr), live_out)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is jaxpr:
+        return hit[1]
+    needed = {v for v, keep in zip(jaxpr.outvars, live_out) if keep and not isinstance(v, jcore.Literal)}
+    steps = []
+    for eqn in reversed(jaxpr.eqns):
+        live = tuple(not isinstance(v, jcore.DropVar) and v in needed for v in eqn.outvars)
+        if not any(live) and not eqn.effects:
+            continue  # nothing needs what it computes
+        step = _Step(eqn, live)
+        steps.append(step)
+        needed.update(step.needs)
+    steps.reverse()
+    if len(_PLANS) >= PLANS_KEPT:
+        _PLANS.clear()
+    _PLANS[key] = (jaxpr, steps)
+    return steps
+
+
+def _eval(jaxpr, consts: list, args: list, live_out: tuple) -> list:
+    env = dict(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+    for step in _plan(jaxpr, live_out):
+        outs = _run(step, [x if literal else env.get(x) for literal, x in step.ins])  # None: an operand not needed
+        for v, x in zip(step.outs, outs):
+            if v is not None:
+                env[v] = x
+    return [
+        np.asarray(v.val, dtype=v.aval.dtype) if isinstance(v, jcore.Literal) else (env[v] if keep else None)
+        for v, keep in zip(jaxpr.outvars, live_out)
+    ]
+
+
+def _closed(j) -> tuple:
+    """A sub-jaxpr parameter as (jaxpr, consts)."""
+    return (j.jaxpr, [np.asarray(c) for c in j.consts]) if isinstance(j, jcore.ClosedJaxpr) else (j, [])
+
+
+def _run(step: _Step, args: list) -> list:
+    kind, params = step.kind, step.params
+    if kind == "numpy":
+        try:
+            out = step.fn(*args, **params)
+            outs = out if step.eqn.primitive.multiple_results else (out,)
+            if all(np.shape(x) == v.aval.shape for x, v in zip(outs, step.eqn.outvars)):
+                return [x if x.dtype == d else x.astype(d) for x, d in zip(map(np.asarray, outs), step.dtypes)]
+        except (_NotExact, ValueError, TypeError, IndexError):  # not NumPy's to answer: JAX's below
+            pass
+    elif kind == "call":
+        return _eval(*step.sub, args, step.live)
+    elif kind == "scan":
+        return _scan(args, step.sub, **params)
+    elif kind == "while":
+        return _while(args, **params)
+    elif kind == "cond":
+        branch = params["branches"][int(np.clip(int(args[0]), 0, len(params["branches"]) - 1))]
+        return _eval(*_closed(branch), args[1:], (True,) * len(branch.jaxpr.outvars))
+    out = step.eqn.primitive.bind(*args, **params)  # JAX's own evaluation, eagerly
+    return [np.asarray(x) for x in (out if step.eqn.primitive.multiple_results else [out])]
+
+
+def _needed_operands(operands, body, live: tuple) -> list:
+    """The operands of a call of ``body`` that its outputs ``live`` read."""
+    reads = {v for step in _plan(body, live) for v in step.needs}
+    reads.update(v for v, keep in zip(body.outvars, live) if keep and not isinstance(v, jcore.Literal))
+    return [x for x, v in zip(operands, body.invars) if v in reads and not isinstance(x, jcore.Literal)]
+
+
+def _scan_live(params: dict, live: tuple) -> tuple:
+    """Which of a scan's carries and stacked outputs its body must compute: those needed after the scan, and the
+    carries those need in a later iteration (a fixed point). A carry no needed value depends on (a kernel's data,
+    while it is recorded) is left uncomputed."""
+    body = params["jaxpr"].jaxpr
+    n_consts, n_carry = params["num_consts"], params["num_carry"]
+    carry = list(live[:n_carry])
+    while True:
+        wanted = tuple(carry) + tuple(live[n_carry:])
+        needed = {v for step in _plan(body, wanted) for v in step.needs}
+        needed.update(v for v, keep in zip(body.outvars, wanted) if keep and not isinstance(v, jcore.Literal))
+        more = [c or (v in needed) for c, v in zip(carry, body.invars[n_consts : n_consts + n_carry])]
+        if more == carry:
+            return wanted
+        carry = more
+
+
+def _scan(args, wanted: tuple, *, jaxpr, num_consts, num_carry, length, reverse, **_):
+    body, body_consts = _closed(jaxpr)
+    consts, carry, xs = args[:num_consts], args[num_consts : num_consts + num_carry], args[num_consts + num_carry :]
+    ys = []
+    for i in reversed(range(length)) if reverse else range(length):
+        out = _eval(body, body_consts, [*consts, *carry, *(None if x is None else x[i] for x in xs)], wanted)
+        carry, y = out[:num_carry], out[num_carry:]
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    y_avals = jaxpr.out_avals[num_carry:]
+    stacked = [
+        None if not keep else (np.stack([y[j] for y in ys]) if ys else np.zeros((0, *a.shape), a.dtype))
+        for j, (a, keep) in enumerate(zip(y_avals, wanted[num_carry:]))
+    ]
+    return [*carry, *stacked]
+
+
+def _while(args, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
+    cond, cond_consts = _closed(cond_jaxpr)
+    body, body_consts = _closed(body_jaxpr)
+    c_args, b_args = args[:cond_nconsts], args[cond_nconsts : cond_nconsts + body_nconsts]
+    carry = args[cond_nconsts + body_nconsts :]
+    while bool(_eval(cond, cond_consts, [*c_args, *carry], (True,))[0]):
+        carry = _eval(body, body_consts, [*b_args, *carry], (True,) * len(body.outvars))
+    return carry

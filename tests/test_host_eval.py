@@ -1,0 +1,157 @@
+"""The recording evaluated on the host: ``core.eval_jaxpr`` computes what XLA computes, and a kernel recorded on the
+host (``record_on_host``, what ``run`` and ``check`` do) is the record the compiled recording gives, bit for bit."""
+
+import pathlib
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ascjax as aj
+from ascjax.core import _host_eval as host
+from ascjax.core import eval_jaxpr, needed_inputs
+from ascjax.core._chip import get_chip
+from ascjax.engine import default_costs, sync_latency
+from ascjax.front._tracing import gm_inputs, output_spec, record_kernel, record_on_host
+
+KERNELS = pathlib.Path(__file__).resolve().parent.parent / "kernels"
+
+
+def _same(got, want):
+    """Equal dtype, shape and bits (NaN included)."""
+    want = np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    assert got.tobytes() == want.tobytes(), (got, want)
+
+
+def _check(fn, *args):
+    """``fn``'s jaxpr evaluated on the host equals ``jax.jit(fn)`` on every output."""
+    closed = jax.make_jaxpr(fn)(*args)
+    got = eval_jaxpr(closed, *jax.tree.leaves(args))
+    want = jax.tree.leaves(jax.jit(fn)(*args))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        _same(g, w)
+
+
+INTS = jnp.asarray([-7, -3, -1, 0, 1, 2, 5, 9], jnp.int32)
+FLOATS = jnp.asarray([-2.5, -0.0, 0.0, 0.1, 1.5, 3.75, 1e30, -7.25], jnp.float32)
+
+
+def test_integer_division_and_remainder_truncate_toward_zero_as_xla_does():
+    _check(lambda x, y: (x // 3, x % 3, jax.lax.div(x, jnp.int32(-3)), jax.lax.rem(x, jnp.int32(-3))), INTS, INTS)
+    _check(lambda x: (jax.lax.div(x, x), jax.lax.rem(x, x)), INTS)  # x / 0: XLA's answer, through JAX
+
+
+def test_float32_arithmetic_casts_and_rounding_match_bit_for_bit():
+    # each operation rounded once; XLA rewrites some chains (a product fused into the sum it feeds, a division by a
+    # broadcast value taken as a product by its reciprocal), so these are kept apart (every kernel records alike)
+    seven = jnp.full(8, 7.0, jnp.float32)
+    f = lambda x, d: (x * 1.1, x + 3.0, x / d, jnp.ceil(x / (d - 4)), jnp.floor(x), jnp.sign(x), jnp.sqrt(jnp.abs(x)),
+                   jnp.maximum(x, 0.5), jnp.clip(x, -1.0, 2.0), x.astype(jnp.int32), x.astype(jnp.bfloat16))  # fmt: skip
+    _check(f, FLOATS, seven)
+    _check(lambda x, d: (x.astype(jnp.float32) / d, (x * 1000003).astype(jnp.float32), x.astype(bool)), INTS, seven)
+
+
+def test_shapes_indexing_and_reductions_match():
+    m = jnp.arange(24, dtype=jnp.int32).reshape(4, 6) - 7
+
+    def f(m, i):
+        return (
+            m.T, m.reshape(3, 8)[1:, ::2], jnp.concatenate([m, m], 1), jnp.stack([m, m]), m[::-1],
+            m[jnp.asarray([3, 0, 2])], m[:, jnp.asarray([5, 1])], m[i], jnp.take(m, jnp.asarray([1, 9, -1]), mode="fill", fill_value=-5),
+            jax.lax.dynamic_slice(m, (i, 2), (2, 3)), jax.lax.dynamic_update_slice(m, m[:1, :2], (i, 5)),
+            m.sum(0), m.max(1), m.min(), jnp.argmax(m, 1), jnp.argmin(m, 0), jnp.cumsum(m, 1), jnp.any(m > 3, 0),
+            jnp.where(m > 0, m, -m), jnp.broadcast_to(m[:, :1], (4, 6)), jnp.arange(5) * i,
+        )  # fmt: skip
+
+    _check(f, m, jnp.int32(2))
+    _check(f, m, jnp.int32(9))  # out-of-range starts clamp alike
+
+
+def test_loops_and_branches_match_and_an_unread_carry_is_not_computed():
+    def f(x, n):
+        total, ys = jax.lax.scan(lambda c, i: (c + i * x, c * 2), jnp.int32(0), jnp.arange(5, dtype=jnp.int32))
+        back, _ = jax.lax.scan(lambda c, i: (c - i, None), jnp.int32(100), jnp.arange(4, dtype=jnp.int32), reverse=True)
+        count = jax.lax.while_loop(lambda c: c < n, lambda c: c + 3, jnp.int32(0))
+        picked = jax.lax.switch(jnp.clip(n, 0, 2), [lambda: x, lambda: x * 10, lambda: -x])
+        return total, ys, back, count, picked
+
+    _check(f, jnp.int32(3), jnp.int32(10))
+
+    def dead_carry(x):
+        (_, data), ys = jax.lax.scan(lambda c, i: ((c[0] + 1, c[1] * 1.5), c[0]), (jnp.int32(0), x), None, length=4)
+        return ys  # the float carry reaches no output
+
+    closed = jax.make_jaxpr(dead_carry)(jnp.ones(3, jnp.bfloat16))
+    scan_step = next(s for s in host._plan(closed.jaxpr, (True,)) if s.kind == "scan")
+    assert scan_step.sub[:2] == (True, False)  # the body computes the int carry and its stack, not the data
+    _same(eval_jaxpr(closed, np.ones(3, jnp.bfloat16))[0], dead_carry(jnp.ones(3, jnp.bfloat16)))
+    assert needed_inputs(closed) == [False]
+
+
+def _compiled_record(case, chip, costs):
+    @eqx.filter_jit
+    def record(inputs, params, costs):
+        return record_kernel(case.kernel, inputs, case.outputs, chip=chip, params=params, costs=costs), sync_latency(
+            costs
+        )
+
+    return record(gm_inputs(case.inputs), case.params or {}, costs)
+
+
+def _records_agree(path: str, name: str):
+    case = aj.build_case(str(KERNELS / path), name)
+    chip = get_chip(case.chip)
+    costs = default_costs(chip)
+    spec = output_spec(case.outputs)
+    got, got_latency = record_on_host(case.kernel, chip, costs, gm_inputs(case.inputs), spec, case.params or {})
+    want, want_latency = _compiled_record(case, chip, costs)
+    assert got.template.n_instances == want.template.n_instances
+    assert sorted(got.operands) == sorted(want.operands)
+    for key in want.operands:
+        _same(np.asarray(got.operands[key]), want.operands[key])
+    for g, w in zip(jax.tree.leaves(got_latency), jax.tree.leaves(want_latency)):
+        _same(np.asarray(g), w)
+
+
+@pytest.mark.parametrize(
+    "path, name",
+    [("phases.py", "kloop_recipe"), ("pingpong.py", "pingpong_sections_odd"), ("unit_flag.py", "size_mismatch_reset"),
+     ("zero_trip.py", "buggy_three_tiles"), ("vec_cube.py", "vec_cube_no_wait")],
+)  # fmt: skip
+def test_a_kernel_recorded_on_the_host_is_the_compiled_recording_bit_for_bit(path, name):
+    _records_agree(path, name)
+
+
+def _every_case():
+    for path in sorted(KERNELS.glob("*.py")):
+        for name in aj.load_cases(str(path)):
+            yield path.name, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path, name", list(_every_case()))
+def test_every_kernel_case_records_alike_on_the_host_and_compiled(path, name):
+    try:
+        _records_agree(path, name)
+    except ValueError as exc:  # a case refused while traced refuses alike on both paths
+        with pytest.raises(ValueError, match=str(exc).splitlines()[0][:40].replace("(", r"\(").replace(")", r"\)")):
+            case = aj.build_case(str(KERNELS / path), name)
+            _compiled_record(case, get_chip(case.chip), default_costs(get_chip(case.chip)))
+
+
+def test_a_run_again_on_other_data_reuses_the_record():
+    """The record depends on the arrays the recording reads (parameters, costs), not on the data."""
+    case = aj.build_case(str(KERNELS / "phases.py"), "kloop_recipe")
+    chip = get_chip(case.chip)
+    costs, spec = default_costs(chip), output_spec(case.outputs)
+    inputs = gm_inputs(case.inputs)
+    first, _ = record_on_host(case.kernel, chip, costs, inputs, spec, case.params)
+    other = {k: -v for k, v in inputs.items()}
+    assert record_on_host(case.kernel, chip, costs, other, spec, case.params)[0] is first
+    slower = eqx.tree_at(lambda c: c.mmad_head_cycles, costs, costs.mmad_head_cycles + 7)
+    again, _ = record_on_host(case.kernel, chip, slower, inputs, spec, case.params)
+    assert again is not first and not np.array_equal(again.operands["cycles"], first.operands["cycles"])
