@@ -14,26 +14,36 @@ MODES = (0, 2, 3)  # DISABLE, ENABLE_KEEP, ENABLE_UPDATE
 
 
 def expected_verdict(first: int, middle: int, last: int, store: int = 3) -> aj.Verdict:
-    """Independent model of seed 001's table and its ordering, one flag for the whole tile, issue order per pipe.
+    """Independent model of seed 001's table under semantics §8: the M and FIX pipes are two in-order queues issued
+    decoupled, one unit flag for the whole tile. An mmad with a mode waits for the flag at 0 and UPDATE sets it; the
+    fixpipe with a mode waits for 1 and UPDATE clears it, which can release an mmad waiting behind the flag.
 
-    The kernel has no M -> FIX software sync: only the unit flag can order the fixpipe after the mmads.
+    The kernel has no M -> FIX software sync: only the unit flag orders the fixpipe and the mmads. The fixpipe is
+    ordered after the mmads up to the UPDATE whose flag it took, and the mmads from the first one that took the
+    flag it cleared are ordered after it; an mmad in between races with it.
     """
-    flag, m_blocked, last_update, last_run = 0, False, -1, -1
-    for i in range(KLOOP_STEPS):
-        mode = first if i == 0 else last if i == KLOOP_STEPS - 1 else middle
-        if mode and flag == 1:
-            m_blocked = True  # the mmad waits for 0 forever; later mmads never issue
+    modes = [first if i == 0 else last if i == KLOOP_STEPS - 1 else middle for i in range(KLOOP_STEPS)]
+    flag, setter, pos, fix_done = 0, None, 0, False  # setter: who wrote the flag last ("fix" or an mmad index)
+    before_fix, after_fix = -1, KLOOP_STEPS  # mmads up to before_fix precede the fixpipe; from after_fix follow it
+    while True:
+        if pos < KLOOP_STEPS and (modes[pos] == 0 or flag == 0):  # the M queue's head runs
+            if modes[pos] and setter == "fix" and after_fix == KLOOP_STEPS:
+                after_fix = pos  # it waited for the 0 the fixpipe wrote
+            if modes[pos] == 3:
+                flag, setter = 1, pos
+            pos += 1
+        elif not fix_done and (store == 0 or flag == 1):  # the FIX queue's fixpipe runs
+            if store:
+                before_fix = setter  # it took the flag this mmad's UPDATE set
+            if store == 3:
+                flag, setter = 0, "fix"
+            fix_done = True
+        else:
             break
-        last_run = i
-        if mode == 3:
-            flag, last_update = 1, i
-    if m_blocked or (store and flag == 0):
-        return aj.Verdict.DEADLOCK  # a blocked pipe is reported before anything that happens after it
-    ordered_upto = last_update if store else -1  # the fixpipe is ordered after the UPDATE it waited for
-    if last_run > ordered_upto:
-        return aj.Verdict.RACE  # RAW on L0C: the last mmad's result is read unordered
-    if store == 3:
-        flag = 0
+    if pos < KLOOP_STEPS or not fix_done:
+        return aj.Verdict.DEADLOCK
+    if any(before_fix < i < after_fix for i in range(KLOOP_STEPS)):
+        return aj.Verdict.RACE  # an mmad neither before nor after the fixpipe's read of L0C
     return aj.Verdict.LEFTOVER if flag else aj.Verdict.OK
 
 
@@ -51,9 +61,11 @@ def test_all_phase_choices_in_one_vmap():
     want = [expected_verdict(*c) for c in combos]
     assert got == want
     recipe = [g for g, c in zip(got, combos) if c[3] == 3]
-    # ok: (KEEP|DISABLE, KEEP|DISABLE, UPDATE); (UPDATE, DISABLE, DISABLE) keeps the flag protocol but
-    # the DISABLE mmads ignore the flag, so the fixpipe reads their results unordered: a race
-    assert len(recipe) == 27 and recipe.count(aj.Verdict.OK) == 4
+    # ok: (KEEP|DISABLE, KEEP|DISABLE, UPDATE), and (UPDATE, KEEP, DISABLE|KEEP): the fixpipe takes the first
+    # mmad's flag and its clear releases the rest, ordered after it (§8: a later fixpipe releases an mmad's wait);
+    # (UPDATE, DISABLE, DISABLE) keeps the flag protocol but the DISABLE mmads ignore the flag, so the fixpipe reads
+    # their results unordered: a race
+    assert len(recipe) == 27 and recipe.count(aj.Verdict.OK) == 6
     assert got[list(map(tuple, combos)).index((3, 0, 0, 3))] is aj.Verdict.RACE
     # the spread of outcomes is what makes this test meaningful
     assert {aj.Verdict.OK, aj.Verdict.DEADLOCK, aj.Verdict.LEFTOVER, aj.Verdict.RACE} <= set(want)
@@ -62,12 +74,13 @@ def test_all_phase_choices_in_one_vmap():
 @pytest.mark.slow  # vmapped reports are also checked in test_cross_core and test_tile_group
 def test_vmapped_report_explains_one_scenario():
     case = kloop_case("float16")
-    firsts = jnp.array([2, 3], jnp.int32)  # KEEP (the recipe) vs UPDATE (the 2nd mmad then hangs)
+    # the recipe, and a first UPDATE with a KEEP store: the fixpipe keeps the flag at 1, so the 2nd mmad hangs
+    firsts, stores = jnp.array([2, 3], jnp.int32), jnp.array([3, 2], jnp.int32)
 
-    def go(first):
-        return aj.run(case.kernel, case.inputs, case.outputs, params=dict(case.params, first=first))
+    def go(first, store):
+        return aj.run(case.kernel, case.inputs, case.outputs, params=dict(case.params, first=first, store=store))
 
-    result = jax.vmap(go)(firsts)
+    result = jax.vmap(go)(firsts, stores)
     assert [int(v) for v in result.verdict] == [aj.Verdict.OK, aj.Verdict.DEADLOCK]
     rep = result.report(1)
     assert rep.op == "mmad" and "loop iteration (1)" in rep.message
