@@ -43,6 +43,17 @@ def rows(valid, kind, inst, other, a, b, step) -> dict:
     return dict(valid=valid, kind=cast(kind), inst=cast(inst), other=cast(other), a=cast(a), b=cast(b), step=cast(step))
 
 
+#: The static list each check's rows follow (its padded length is the group's number of rows).
+_GROUP_LISTS = {"races": "race_inst", "small_tile": "m_list", "sync_events": "sync_inst", "event_ids": "id_inst",
+                "uninitialised": "uninit_reads", "bounds": "bound_accs", "faults": "fault_inst"}  # fmt: skip
+
+
+def no_rows(st: Static, group: str) -> dict:
+    """A check's rows when it has nothing to check: its shape, none valid (the compiled program drops it)."""
+    n = getattr(st, _GROUP_LISTS[group]).shape[0]
+    return rows(jnp.zeros(n, bool), -1, -1, -1, -1, -1, -1)
+
+
 class Log:
     """Per instance, from the events: the step it started and completed at (-1: never), the cycles, its
     clock; and the sync finding each of its two events raised."""

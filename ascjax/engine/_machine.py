@@ -131,6 +131,7 @@ class Plan(eqx.Module):
     qlen: Int[Array, " Q"]
     fences: Int[Array, "3 Fm"]  # program index of each core's enabled fences in order (NEVER padded)
     table: Int[Array, "N K"]  # per instance, the columns of ``Col``
+    uf_mask: Bool[Array, "N U"]  # per instance, the unit-flag atoms of its block range (``_uf_mask``)
 
 
 def plan(st: Static, op: dict) -> Plan:
@@ -160,7 +161,8 @@ def plan(st: Static, op: dict) -> Plan:
     }  # fmt: skip
     cols.update({Col.ALT + j: st.channel_alt[:, j] for j in range(4)})
     table = jnp.stack([jnp.asarray(cols[c], jnp.int32) for c in range(N_COLS)], axis=1)
-    return Plan(qlist, qlen, jnp.where(fences >= 0, st.pidx[jnp.clip(fences, 0)], NEVER), table)
+    fence_pidx = jnp.where(fences >= 0, st.pidx[jnp.clip(fences, 0)], NEVER)
+    return Plan(qlist, qlen, fence_pidx, table, _uf_mask(st, table))
 
 
 def init_machine(st: Static) -> Machine:
@@ -205,39 +207,42 @@ def heads(m: Machine, pl: Plan):
     return has, jnp.where(has, head, 0)
 
 
-def _runnable(m: Machine, st: Static, pl: Plan, lat: SyncLatency, has, rows):
+def _runnable(m: Machine, st: Static, pl: Plan, lat: SyncLatency, has, head, rows):
     """Per queue: can its head (``rows``: the heads' table rows) start now, and at what time."""
     sync, core, pidx, ok = rows[:, Col.SYNC], rows[:, Col.CORE], rows[:, Col.PIDX], rows[:, Col.ID_OK] > 0
     issued = pidx <= pl.fences[core, jnp.clip(m.fence_pos[core], 0, pl.fences.shape[1] - 1)]
     e = rows[:, Col.COUNTER, None]
 
-    # intra-core flag wait
-    slot = rows[:, Col.SLOT]
-    wait_flag_ok = ~ok | m.flag[slot]
-    wait_flag_t = jnp.where(ok, m.flag_t[slot] + lat.flag_cycles, 0)
+    wait_flag_ok, wait_flag_t, cross_ok, cross_t, uf_ok, uf_t, barrier_ok = True, 0, True, 0, True, 0, True
+    if st.has_flags:  # intra-core flag wait
+        slot = rows[:, Col.SLOT]
+        wait_flag_ok = ~ok | m.flag[slot]
+        wait_flag_t = jnp.where(ok, m.flag_t[slot] + lat.flag_cycles, 0)
 
-    # cross-core wait: every own channel holds a signal, or a mismatched one waits elsewhere
-    chans = rows[:, Col.CH0 : Col.CH1 + 1]  # [Q, 2]
-    cc = jnp.clip(chans, 0)
-    own_ok = jnp.all(jnp.where(chans >= 0, m.count[cc, e] > 0, True), axis=1)
-    alt = rows[:, Col.ALT : Col.ALT + 4]  # [Q, 4]
-    alt_have = jnp.any((alt >= 0) & (m.count[jnp.clip(alt, 0), e] > 0), axis=1)
-    ring_t = m.ring_t[cc, e, m.ring_head[cc, e]]
-    cross_ok = ~ok | own_ok | alt_have
-    cross_t = jnp.where(ok & own_ok, jnp.max(jnp.where(chans >= 0, ring_t, 0), axis=1), 0) + lat.cross_core_cycles
+    if st.has_cross:  # cross-core wait: every own channel holds a signal, or a mismatched one waits elsewhere
+        chans = rows[:, Col.CH0 : Col.CH1 + 1]  # [Q, 2]
+        cc = jnp.clip(chans, 0)
+        own_ok = jnp.all(jnp.where(chans >= 0, m.count[cc, e] > 0, True), axis=1)
+        alt = rows[:, Col.ALT : Col.ALT + 4]  # [Q, 4]
+        alt_have = jnp.any((alt >= 0) & (m.count[jnp.clip(alt, 0), e] > 0), axis=1)
+        ring_t = m.ring_t[cc, e, m.ring_head[cc, e]]
+        cross_ok = ~ok | own_ok | alt_have
+        cross_t = jnp.where(ok & own_ok, jnp.max(jnp.where(chans >= 0, ring_t, 0), axis=1), 0) + lat.cross_core_cycles
 
-    # unit flag: every block of the range has the value the instruction waits for
-    uf_on = rows[:, Col.UF_ON] > 0
-    mask = _uf_mask(st, rows)  # [Q, U]
-    want = (rows[:, Col.READER] > 0)[:, None]
-    uf_ok = ~uf_on | jnp.all(~mask | (m.uf[None, :] == want), axis=1)
-    uf_t = jnp.where(uf_on, jnp.max(jnp.where(mask, m.uf_t[None, :], 0), axis=1) + lat.unit_flag_cycles, 0)
+    if st.has_unit_flags:  # unit flag: every block of the range has the value the instruction waits for
+        uf_on = rows[:, Col.UF_ON] > 0
+        mask = pl.uf_mask[head]  # [Q, U]
+        want = (rows[:, Col.READER] > 0)[:, None]
+        uf_ok = ~uf_on | jnp.all(~mask | (m.uf[None, :] == want), axis=1)
+        uf_t = jnp.where(uf_on, jnp.max(jnp.where(mask, m.uf_t[None, :], 0), axis=1) + lat.unit_flag_cycles, 0)
 
-    # PIPE_ALL: every earlier instruction of the core has completed
-    q_pidx = jnp.where(has, pidx, NEVER)
-    earlier_pending = (st.queue_core[None, :] == core[:, None]) & (m.busy[None, :] | (q_pidx[None, :] < pidx[:, None]))
-    earlier_pending &= ~jnp.eye(st.n_queues, dtype=bool)
-    barrier_ok = ~jnp.any(earlier_pending, axis=1)
+    if st.has_barrier:  # PIPE_ALL: every earlier instruction of the core has completed
+        q_pidx = jnp.where(has, pidx, NEVER)
+        earlier_pending = (st.queue_core[None, :] == core[:, None]) & (
+            m.busy[None, :] | (q_pidx[None, :] < pidx[:, None])
+        )
+        earlier_pending &= ~jnp.eye(st.n_queues, dtype=bool)
+        barrier_ok = ~jnp.any(earlier_pending, axis=1)
 
     # a set or a barrier on a DMA pipe starts once the requests in flight before it have landed (so its signal
     # follows their data); PIPE_ALL once those of every queue of its core have
@@ -262,43 +267,46 @@ def _finding(cands) -> jnp.ndarray:
     return row
 
 
-def _complete(m: Machine, st: Static, row, q, h):
-    """Queue ``q``'s head ``h`` (table row ``row``) completes at ``m.now``: its sets and unit-flag updates happen."""
-    sync, ok, eid = row[Col.SYNC], row[Col.ID_OK] > 0, row[Col.EVENT_ID]
+def _complete(m: Machine, st: Static, row, uf_mask, q, h, on):
+    """Where ``on``: queue ``q``'s head ``h`` (table row ``row``) completes at ``m.now``: its sets and unit-flag
+    updates happen."""
+    sync, ok, eid = row[Col.SYNC], on & (row[Col.ID_OK] > 0), row[Col.EVENT_ID]
     clock = m.vc[q]
 
-    # SetFlag: a bit already 1 is a double set and the second signal is lost
-    slot = row[Col.SLOT]
-    is_set = ok & (sync == Sync.SET_FLAG)
-    found = [(is_set & m.flag[slot], Finding.DOUBLE_SET, m.flag_inst[slot], slot, 0)]
-    take = is_set & ~m.flag[slot]
-    m = dataclasses.replace(
-        m,
-        flag=hot.put(m.flag, (slot,), True, take),
-        flag_t=hot.put(m.flag_t, (slot,), m.now, take),
-        flag_clock=hot.put(m.flag_clock, (slot,), clock, take),
-        flag_inst=hot.put(m.flag_inst, (slot,), h, take),
-    )
-    m = _cross_set(m, st, row, h, ok & (sync == Sync.CROSS_SET), clock, eid, found)
+    found = []
+    if st.has_flags:  # SetFlag: a bit already 1 is a double set and the second signal is lost
+        slot = row[Col.SLOT]
+        is_set = ok & (sync == Sync.SET_FLAG)
+        found.append((is_set & m.flag[slot], Finding.DOUBLE_SET, m.flag_inst[slot], slot, 0))
+        take = is_set & ~m.flag[slot]
+        m = dataclasses.replace(
+            m,
+            flag=hot.put(m.flag, (slot,), True, take),
+            flag_t=hot.put(m.flag_t, (slot,), m.now, take),
+            flag_clock=hot.put(m.flag_clock, (slot,), clock, take),
+            flag_inst=hot.put(m.flag_inst, (slot,), h, take),
+        )
+    if st.has_cross:
+        m = _cross_set(m, st, row, h, ok & (sync == Sync.CROSS_SET), clock, eid, found)
 
-    # unit flag: mode 3 flips the blocks at completion; the reset clears them all
-    reset = sync == Sync.UF_RESET
-    touched = ((row[Col.UF_UPDATE] > 0) & _uf_mask(st, row)) | reset
+    if st.has_unit_flags:  # unit flag: mode 3 flips the blocks at completion; the reset clears them all
+        reset = on & (sync == Sync.UF_RESET)
+        touched = (on & (row[Col.UF_UPDATE] > 0) & uf_mask) | reset
+        m = dataclasses.replace(
+            m,
+            uf=jnp.where(touched, (row[Col.WRITER] > 0) & ~reset, m.uf),
+            uf_t=jnp.where(touched, m.now, m.uf_t),
+            uf_clock=jnp.where(touched[:, None], clock[None, :], m.uf_clock),
+            uf_inst=jnp.where(touched, h, m.uf_inst),
+        )
     m = dataclasses.replace(
         m,
-        uf=jnp.where(touched, (row[Col.WRITER] > 0) & ~reset, m.uf),
-        uf_t=jnp.where(touched, m.now, m.uf_t),
-        uf_clock=jnp.where(touched[:, None], clock[None, :], m.uf_clock),
-        uf_inst=jnp.where(touched, h, m.uf_inst),
+        busy=hot.put(m.busy, (q,), False, on),
+        pos=hot.add(m.pos, (q,), on.astype(jnp.int32)),
+        free_t=hot.put(m.free_t, (q,), m.now, on),
+        fence_pos=hot.add(m.fence_pos, (row[Col.CORE],), row[Col.FENCE] * on),
     )
-    m = dataclasses.replace(
-        m,
-        busy=hot.put(m.busy, (q,), False),
-        pos=hot.add(m.pos, (q,), 1),
-        free_t=hot.put(m.free_t, (q,), m.now),
-        fence_pos=hot.add(m.fence_pos, (row[Col.CORE],), row[Col.FENCE]),
-    )
-    return m, _finding(found), jnp.asarray(-1, jnp.int32)
+    return m, _finding(found)
 
 
 def _cross_set(m: Machine, st: Static, row, h, on, clock, eid, found):
@@ -342,48 +350,50 @@ def _cross_set(m: Machine, st: Static, row, h, on, clock, eid, found):
     return m
 
 
-def _start(m: Machine, st: Static, row, q, h, start_t):
-    """Queue ``q``'s head (table row ``row``) starts: it consumes what it waited for and acquires its clock."""
-    sync, ok = row[Col.SYNC], row[Col.ID_OK] > 0
-    vc = hot.add(m.vc, (q, q), 1)
+def _start(m: Machine, st: Static, row, uf_mask, q, h, start_t, on):
+    """Where ``on``: queue ``q``'s head (table row ``row``) starts: it consumes what it waited for and acquires its
+    clock."""
+    sync, ok = row[Col.SYNC], on & (row[Col.ID_OK] > 0)
+    vc = hot.add(m.vc, (q, q), on.astype(jnp.int32))
     acquired = jnp.zeros_like(vc[q])
 
-    # WaitFlag: clear the bit, acquire its set's clock
-    slot = row[Col.SLOT]
-    is_wait = ok & (sync == Sync.WAIT_FLAG)
-    acquired = jnp.where(is_wait, jnp.maximum(acquired, m.flag_clock[slot]), acquired)
-    source = jnp.where(is_wait, m.flag_inst[slot], -1)
-    m = dataclasses.replace(m, flag=hot.put(m.flag, (slot,), False, is_wait))
+    source, found = jnp.asarray(-1, jnp.int32), []
+    if st.has_flags:  # WaitFlag: clear the bit, acquire its set's clock
+        slot = row[Col.SLOT]
+        is_wait = ok & (sync == Sync.WAIT_FLAG)
+        acquired = jnp.where(is_wait, jnp.maximum(acquired, m.flag_clock[slot]), acquired)
+        source = jnp.where(is_wait, m.flag_inst[slot], -1)
+        m = dataclasses.replace(m, flag=hot.put(m.flag, (slot,), False, is_wait))
 
-    # wait_cross_core: one signal from each own channel (FIFO), or a mismatched one from elsewhere
-    m, acquired, found, taken = _cross_wait(m, st, row, ok & (sync == Sync.CROSS_WAIT), acquired, q, vc[q, q], h)
-    source = jnp.where(taken >= 0, taken, source)
+    if st.has_cross:  # wait_cross_core: one signal from each own channel (FIFO), or a mismatched one from elsewhere
+        m, acquired, found, taken = _cross_wait(m, st, row, ok & (sync == Sync.CROSS_WAIT), acquired, q, vc[q, q], h)
+        source = jnp.where(taken >= 0, taken, source)
 
-    # unit flag: acquire the clock of the flag writes it waited on
-    mask = _uf_mask(st, row)
-    uf_on = row[Col.UF_ON] > 0
-    acquired = jnp.where(
-        uf_on, jnp.maximum(acquired, jnp.max(jnp.where(mask[:, None], m.uf_clock, 0), axis=0)), acquired
-    )
-    source = jnp.where(uf_on & (source < 0), jnp.max(jnp.where(mask, m.uf_inst, -1)), source)
+    if st.has_unit_flags:  # unit flag: acquire the clock of the flag writes it waited on
+        mask = uf_mask
+        uf_on = on & (row[Col.UF_ON] > 0)
+        acquired = jnp.where(
+            uf_on, jnp.maximum(acquired, jnp.max(jnp.where(mask[:, None], m.uf_clock, 0), axis=0)), acquired
+        )
+        source = jnp.where(uf_on & (source < 0), jnp.max(jnp.where(mask, m.uf_inst, -1)), source)
 
     # an mmad streams behind the one before it on its pipe (no gap): its pipeline is full, it pays no head
     streams = (row[Col.HEAD] > 0) & m.last_mmad[q] & (m.free_t[q] == start_t)
 
-    # PIPE_ALL: the core's queues are idle; each now knows what all of them did
-    same_core = st.queue_core == row[Col.CORE]
-    joined = jnp.max(jnp.where(same_core[:, None], vc, 0), axis=0)
-    vc = jnp.where((sync == Sync.BARRIER_ALL) & same_core[:, None], jnp.maximum(vc, joined[None, :]), vc)
+    if st.has_barrier:  # PIPE_ALL: the core's queues are idle; each now knows what all of them did
+        same_core = st.queue_core == row[Col.CORE]
+        joined = jnp.max(jnp.where(same_core[:, None], vc, 0), axis=0)
+        vc = jnp.where(on & (sync == Sync.BARRIER_ALL) & same_core[:, None], jnp.maximum(vc, joined[None, :]), vc)
     vc = jnp.where(hot.mask(vc.shape, (q,)), jnp.maximum(vc, acquired[None, :]), vc)
     # a DMA request leaves its pipe after its transfer and lands after its flight: the next one starts meanwhile
     landed = start_t + row[Col.CYCLES] - jnp.where(streams, row[Col.HEAD], 0)
     m = dataclasses.replace(
         m,
         vc=vc,
-        busy=hot.put(m.busy, (q,), True),
-        last_mmad=hot.put(m.last_mmad, (q,), row[Col.HEAD] > 0),
-        busy_end=hot.put(m.busy_end, (q,), landed - row[Col.FLIGHT]),
-        drain_t=hot.put(m.drain_t, (q,), jnp.maximum(m.drain_t[q], landed)),
+        busy=hot.put(m.busy, (q,), True, on),
+        last_mmad=hot.put(m.last_mmad, (q,), row[Col.HEAD] > 0, on),
+        busy_end=hot.put(m.busy_end, (q,), landed - row[Col.FLIGHT], on),
+        drain_t=hot.put(m.drain_t, (q,), jnp.maximum(m.drain_t[q], landed), on),
     )
     return m, _finding(found), source.astype(jnp.int32)
 
@@ -425,7 +435,7 @@ def _step(st: Static, pl: Plan, lat: SyncLatency, m: Machine):
     """One event: the earliest completion, else the earliest start (completions first at equal times)."""
     has, head = heads(m, pl)
     rows = pl.table[head]  # [Q, K]: one gather per step for everything the step reads
-    runnable, start_t = _runnable(m, st, pl, lat, has, rows)
+    runnable, start_t = _runnable(m, st, pl, lat, has, head, rows)
     start_key = jnp.where(runnable, start_t, NEVER)
     end_key = jnp.where(m.busy, m.busy_end, NEVER)
     t_next = jnp.minimum(jnp.min(start_key), jnp.min(end_key))
@@ -435,14 +445,14 @@ def _step(st: Static, pl: Plan, lat: SyncLatency, m: Machine):
     m = dataclasses.replace(m, now=jnp.where(idle, m.now, t_next))
     h = head[q]
     row = jnp.sum(jnp.where((jnp.arange(st.n_queues) == q)[:, None], rows, 0), axis=0)
+    uf_mask = pl.uf_mask[h] if st.has_unit_flags else None
 
-    def stop(m):
-        return dataclasses.replace(m, stuck=jnp.any(has)), jnp.full((4,), -1, jnp.int32), jnp.asarray(-1, jnp.int32)
-
-    branch = jnp.where(idle, 2, jnp.where(any_end, 0, 1))
-    m, found, source = jax.lax.switch(
-        branch, (lambda m: _complete(m, st, row, q, h), lambda m: _start(m, st, row, q, h, t_next), stop), m
-    )
+    is_end, is_start = ~idle & any_end, ~idle & ~any_end
+    m, found_end = _complete(m, st, row, uf_mask, q, h, is_end)
+    m, found_start, source = _start(m, st, row, uf_mask, q, h, t_next, is_start)
+    found = jnp.where(is_end, found_end, jnp.where(is_start, found_start, -1))
+    source = jnp.where(is_start, source, -1)
+    m = dataclasses.replace(m, stuck=m.stuck | (idle & jnp.any(has)))
     m = dataclasses.replace(m, done=m.stuck | jnp.all(m.pos >= pl.qlen))
     kind = jnp.where(idle, IDLE, jnp.where(any_end, END, START))
     return m, Event(kind, h, m.now, m.vc[q], found, source)

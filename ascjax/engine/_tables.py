@@ -21,7 +21,7 @@ from jaxtyping import Array, Bool, Int
 
 from ..core import AIC, Finding, Pipe, gpipe
 from ._options import ControlOptions
-from ._record import FAULT_KINDS, SUB, Sync, Template
+from ._record import FAULT_KINDS, SUB, Sync, Template, UnitFlagRole
 
 #: Pending signals one cross-core counter holds on a counter chip (the 16th overflows) [semantics §8].
 COUNTER_DEPTH = 15
@@ -98,6 +98,13 @@ class Static(eqx.Module):
     uninit_write_span: int = eqx.field(static=True)
     n_read_slots: int = eqx.field(static=True)
     n_write_slots: int = eqx.field(static=True)
+    # what the record uses: the loop and the checks leave out what it does not (a smaller program, a cheaper step)
+    has_flags: bool = eqx.field(static=True)  # intra-core set / wait flags
+    has_cross: bool = eqx.field(static=True)  # cross-core sets and waits
+    has_barrier: bool = eqx.field(static=True)  # PIPE_ALL barriers
+    has_unit_flags: bool = eqx.field(static=True)  # unit-flag readers, writers or resets
+    checked: frozenset = eqx.field(static=True)  # the row groups (``ROW_GROUPS``) with a row to check
+    shared: bool = eqx.field(static=True)  # padded to a size class (one compiled program serves many records)
 
     @property
     def n_instances(self) -> int:
@@ -168,7 +175,7 @@ def tables(t: Template, options: ControlOptions) -> Static:
     own = _build(t, options, measure)
     for sizes in SIZE_CLASSES:
         if all(natural[name] <= sizes[name] for name in natural):
-            return _build(t, options, lambda name, n, floor, sizes=sizes: sizes[name])
+            return _build(t, options, lambda name, n, floor, sizes=sizes: sizes[name], shared=True)
     return own
 
 
@@ -178,8 +185,8 @@ def own_tables(t: Template, options: ControlOptions) -> Static:
     return _build(t, options, lambda name, n, floor: bucket(n, floor))
 
 
-def _build(t: Template, options: ControlOptions, size) -> Static:
-    """The tables with every padded size from ``size(name, count, floor)``."""
+def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> Static:
+    """The tables with every padded size from ``size(name, count, floor)`` (``shared``: a size class's)."""
     n, q = size("instances", t.n_instances, INSTANCE_FLOOR), size("queues", t.n_queues, 4)
     length = size("queue_length", t.qlist.shape[1], 16)
     n_channels, n_uf = size("channels", len(t.channel_keys), 2), size("uf_atoms", t.uf_atom_blocks.shape[0], 2)
@@ -263,6 +270,11 @@ def _build(t: Template, options: ControlOptions, size) -> Static:
         n_flag_ids=t.n_flag_ids, n_cross_ids=t.n_cross_ids, depth=COUNTER_DEPTH if options.counter_chip else 1,
         uninit_span=span("uninit_span", uninit_reads), uninit_write_span=span("uninit_write_span", uninit_writes),
         n_read_slots=widths[0], n_write_slots=widths[1],
+        has_flags=bool(np.isin(sync, (Sync.SET_FLAG, Sync.WAIT_FLAG)).any()),
+        has_cross=bool(np.isin(sync, (Sync.CROSS_SET, Sync.CROSS_WAIT)).any()),
+        has_barrier=bool((sync == Sync.BARRIER_ALL).any()),
+        has_unit_flags=bool(((t.uf_role != UnitFlagRole.NONE) | (sync == Sync.UF_RESET)).any()),
+        checked=frozenset(g for g in ROW_GROUPS if np.any(np.asarray(groups[g][0]) >= 0)), shared=shared,
     )  # fmt: skip
 
 
