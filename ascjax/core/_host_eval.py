@@ -19,6 +19,8 @@ bit alike on both paths (``tests/test_host_eval.py``).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from jax import lax
 from jax.extend import core as jcore
@@ -220,84 +222,92 @@ def eval_jaxpr(closed, *args) -> list:
     args = [np.asarray(a, dtype=v.aval.dtype) for v, a in zip(jaxpr.invars, args)]
     consts = [np.asarray(c) for c in closed.consts]
     with np.errstate(all="ignore"):  # integer wrap-around and the casts' edge cases are XLA's semantics, not errors
-        return _eval(jaxpr, consts, args, (True,) * len(jaxpr.outvars))
+        return _program(jaxpr, (True,) * len(jaxpr.outvars)).run(consts, args)
 
 
 def needed_inputs(closed) -> list[bool]:
     """Per input of ``closed``, whether any of its outputs depends on it (an unread input can take any value)."""
-    reads = {v for step in _plan(closed.jaxpr, (True,) * len(closed.jaxpr.outvars)) for v in step.needs}
-    reads.update(v for v in closed.jaxpr.outvars if not isinstance(v, jcore.Literal))
-    return [v in reads for v in closed.jaxpr.invars]
+    program = _program(closed.jaxpr, (True,) * len(closed.jaxpr.outvars))
+    return [v in program.reads for v in closed.jaxpr.invars]
 
 
-class _Step:
-    """One equation as the evaluator runs it: decided once per jaxpr (what it reads, which of its results are
-    needed, whether NumPy computes it exactly), so that running it is a call and a few dictionary writes."""
+class _Program:
+    """A jaxpr as the evaluator runs it, for one set of needed outputs: made once, so that running it is a list of
+    calls on slots. What no needed output depends on is left out; what depends only on constants is computed now.
 
-    __slots__ = ("eqn", "ins", "outs", "kind", "fn", "params", "sub", "live", "dtypes", "needs")
+    ``reads``: the jaxpr's variables some needed output depends on (its inputs among them)."""
 
-    def __init__(self, eqn, live: tuple):
-        self.eqn, self.live = eqn, live
-        self.ins = [(True, np.asarray(v.val, dtype=v.aval.dtype)) if isinstance(v, jcore.Literal) else (False, v)
-                    for v in eqn.invars]  # fmt: skip
-        self.outs = [None if isinstance(v, jcore.DropVar) else v for v in eqn.outvars]
-        self.params, name = eqn.params, eqn.primitive.name
-        self.dtypes = [np.dtype(v.aval.dtype) for v in eqn.outvars]
-        self.fn, self.sub = None, None
-        self.needs = [v for v in eqn.invars if not isinstance(v, jcore.Literal)]  # the operands it reads
-        if name in _CALLS and eqn.params.get(_CALLS[name]) is not None:
-            self.kind, self.sub = "call", _closed(eqn.params[_CALLS[name]])
-            self.needs = _needed_operands(eqn.invars, self.sub[0], live)
-        elif name == "scan":
-            self.kind, self.sub = name, _scan_live(eqn.params, live)
-            self.needs = _needed_operands(eqn.invars, eqn.params["jaxpr"].jaxpr, self.sub)
-        elif name in ("while", "cond"):
-            self.kind = name
-        else:
-            exact = all(d in _EXACT_DTYPES for d in self.dtypes) and all(
-                np.dtype(v.aval.dtype) in _EXACT_DTYPES for v in eqn.invars
-            )
-            self.kind, self.fn = ("numpy" if exact and name in _NUMPY else "jax"), _NUMPY.get(name)
+    def __init__(self, jaxpr, live_out: tuple):
+        self.jaxpr = jaxpr
+        needed = {v for v, keep in zip(jaxpr.outvars, live_out) if keep and not isinstance(v, jcore.Literal)}
+        kept = []
+        for eqn in reversed(jaxpr.eqns):  # liveness, back to front
+            live = tuple(not isinstance(v, jcore.DropVar) and v in needed for v in eqn.outvars)
+            if not any(live) and not eqn.effects:
+                continue  # nothing needs what it computes
+            kind, sub, needs = _classify(eqn, live)
+            kept.append((eqn, live, kind, sub))
+            needed.update(needs)
+        self.reads = needed
+        slot: dict = {}
+        self.template: list = []
+
+        def place(v):  # a variable's slot; a literal gets one holding its value
+            if isinstance(v, jcore.Literal):
+                self.template.append(np.asarray(v.val, dtype=v.aval.dtype))
+                return len(self.template) - 1
+            if v not in slot:
+                slot[v] = len(self.template)
+                self.template.append(None)
+            return slot[v]
+
+        self.const_slots = [place(v) for v in jaxpr.constvars]
+        self.arg_slots = [place(v) for v in jaxpr.invars]
+        known = set()  # slots whose value is fixed now: literals and what is computed from them alone
+        self.steps = []
+        for eqn, live, kind, sub in reversed(kept):
+            ins = [place(v) for v in eqn.invars]
+            outs = [None if isinstance(v, jcore.DropVar) else place(v) for v in eqn.outvars]
+            call = _caller(eqn, live, kind, sub)
+            literal = [isinstance(v, jcore.Literal) for v in eqn.invars]
+            if kind in ("numpy", "jax") and not eqn.effects and all(lit or i in known for lit, i in zip(literal, ins)):
+                for o, x in zip(outs, call([self.template[i] for i in ins])):  # folded: computed once, here
+                    if o is not None:
+                        self.template[o] = x
+                        known.add(o)
+                continue
+            self.steps.append((call, ins, outs))
+        self.out_slots = [place(v) if keep else None for v, keep in zip(jaxpr.outvars, live_out)]
+
+    def run(self, consts: list, args: list) -> list:
+        env = list(self.template)
+        for i, x in zip(self.const_slots, consts):
+            env[i] = x
+        for i, x in zip(self.arg_slots, args):
+            env[i] = x
+        for call, ins, outs in self.steps:
+            results = call([env[i] for i in ins])
+            for o, x in zip(outs, results):
+                if o is not None:
+                    env[o] = x
+        return [None if i is None else env[i] for i in self.out_slots]
 
 
-#: Per (jaxpr, which outputs are needed): its steps. A jaxpr is kept with its plan, so its id stays its own.
-_PLANS: dict = {}
-PLANS_KEPT = 4096
+#: Per (jaxpr, which outputs are needed): its program. A jaxpr is kept with its program, so its id stays its own.
+_PROGRAMS: dict = {}
+PROGRAMS_KEPT = 4096
 
 
-def _plan(jaxpr, live_out: tuple) -> list:
+def _program(jaxpr, live_out: tuple) -> _Program:
     key = (id(jaxpr), live_out)
-    hit = _PLANS.get(key)
-    if hit is not None and hit[0] is jaxpr:
-        return hit[1]
-    needed = {v for v, keep in zip(jaxpr.outvars, live_out) if keep and not isinstance(v, jcore.Literal)}
-    steps = []
-    for eqn in reversed(jaxpr.eqns):
-        live = tuple(not isinstance(v, jcore.DropVar) and v in needed for v in eqn.outvars)
-        if not any(live) and not eqn.effects:
-            continue  # nothing needs what it computes
-        step = _Step(eqn, live)
-        steps.append(step)
-        needed.update(step.needs)
-    steps.reverse()
-    if len(_PLANS) >= PLANS_KEPT:
-        _PLANS.clear()
-    _PLANS[key] = (jaxpr, steps)
-    return steps
-
-
-def _eval(jaxpr, consts: list, args: list, live_out: tuple) -> list:
-    env = dict(zip(jaxpr.constvars, consts))
-    env.update(zip(jaxpr.invars, args))
-    for step in _plan(jaxpr, live_out):
-        outs = _run(step, [x if literal else env.get(x) for literal, x in step.ins])  # None: an operand not needed
-        for v, x in zip(step.outs, outs):
-            if v is not None:
-                env[v] = x
-    return [
-        np.asarray(v.val, dtype=v.aval.dtype) if isinstance(v, jcore.Literal) else (env[v] if keep else None)
-        for v, keep in zip(jaxpr.outvars, live_out)
-    ]
+    hit = _PROGRAMS.get(key)
+    if hit is not None and hit.jaxpr is jaxpr:
+        return hit
+    if len(_PROGRAMS) >= PROGRAMS_KEPT:
+        _PROGRAMS.clear()
+    with np.errstate(all="ignore"):  # folding constants computes
+        program = _PROGRAMS[key] = _Program(jaxpr, live_out)
+    return program
 
 
 def _closed(j) -> tuple:
@@ -305,34 +315,81 @@ def _closed(j) -> tuple:
     return (j.jaxpr, [np.asarray(c) for c in j.consts]) if isinstance(j, jcore.ClosedJaxpr) else (j, [])
 
 
-def _run(step: _Step, args: list) -> list:
-    kind, params = step.kind, step.params
-    if kind == "numpy":
-        try:
-            out = step.fn(*args, **params)
-            outs = out if step.eqn.primitive.multiple_results else (out,)
-            if all(np.shape(x) == v.aval.shape for x, v in zip(outs, step.eqn.outvars)):
-                return [x if x.dtype == d else x.astype(d) for x, d in zip(map(np.asarray, outs), step.dtypes)]
-        except (_NotExact, ValueError, TypeError, IndexError):  # not NumPy's to answer: JAX's below
-            pass
-    elif kind == "call":
-        return _eval(*step.sub, args, step.live)
-    elif kind == "scan":
-        return _scan(args, step.sub, **params)
-    elif kind == "while":
-        return _while(args, **params)
-    elif kind == "cond":
-        branch = params["branches"][int(np.clip(int(args[0]), 0, len(params["branches"]) - 1))]
-        return _eval(*_closed(branch), args[1:], (True,) * len(branch.jaxpr.outvars))
-    out = step.eqn.primitive.bind(*args, **params)  # JAX's own evaluation, eagerly
-    return [np.asarray(x) for x in (out if step.eqn.primitive.multiple_results else [out])]
-
-
 def _needed_operands(operands, body, live: tuple) -> list:
     """The operands of a call of ``body`` that its outputs ``live`` read."""
-    reads = {v for step in _plan(body, live) for v in step.needs}
-    reads.update(v for v, keep in zip(body.outvars, live) if keep and not isinstance(v, jcore.Literal))
+    reads = _program(body, live).reads
     return [x for x, v in zip(operands, body.invars) if v in reads and not isinstance(x, jcore.Literal)]
+
+
+def _classify(eqn, live: tuple):
+    """How an equation runs (``numpy``, ``jax``, ``call``, ``scan``, ``while``, ``cond``), what it holds for that
+    (a sub-jaxpr, a scan's needed outputs) and the operands it reads."""
+    name = eqn.primitive.name
+    operands = [v for v in eqn.invars if not isinstance(v, jcore.Literal)]
+    if name in _CALLS and eqn.params.get(_CALLS[name]) is not None:
+        sub = _closed(eqn.params[_CALLS[name]])
+        return "call", sub, _needed_operands(eqn.invars, sub[0], live)
+    if name == "scan":
+        wanted = _scan_live(eqn.params, live)
+        return "scan", wanted, _needed_operands(eqn.invars, eqn.params["jaxpr"].jaxpr, wanted)
+    if name in ("while", "cond"):
+        return name, None, operands
+    exact = all(np.dtype(v.aval.dtype) in _EXACT_DTYPES for v in (*eqn.outvars, *eqn.invars))
+    return ("numpy" if exact and name in _NUMPY else "jax"), None, operands
+
+
+def _caller(eqn, live: tuple, kind: str, sub):
+    """The equation as one call: operand values in, result values out (a list; None for a result not needed)."""
+    params, prim = eqn.params, eqn.primitive
+
+    def by_jax(args):  # JAX's own evaluation, eagerly
+        out = prim.bind(*args, **params)
+        return [np.asarray(x) for x in (out if prim.multiple_results else [out])]
+
+    if kind == "numpy":
+        fn = functools.partial(_NUMPY[prim.name], **params)
+        shapes = [tuple(v.aval.shape) for v in eqn.outvars]
+        dtypes = [np.dtype(v.aval.dtype) for v in eqn.outvars]
+        if not prim.multiple_results:
+            (shape,), (dtype,) = shapes, dtypes
+
+            def by_numpy(args):
+                try:
+                    out = np.asarray(fn(*args))
+                except (_NotExact, ValueError, TypeError, IndexError):  # not NumPy's to answer
+                    return by_jax(args)
+                if out.shape != shape:
+                    return by_jax(args)
+                return (out,) if out.dtype == dtype else (out.astype(dtype),)
+
+            return by_numpy
+
+        def by_numpy_many(args):
+            try:
+                outs = [np.asarray(x) for x in fn(*args)]
+            except (_NotExact, ValueError, TypeError, IndexError):
+                return by_jax(args)
+            if any(x.shape != shape for x, shape in zip(outs, shapes)):
+                return by_jax(args)
+            return [x if x.dtype == d else x.astype(d) for x, d in zip(outs, dtypes)]
+
+        return by_numpy_many
+    if kind == "call":
+        program, consts = _program(sub[0], live), sub[1]
+        return lambda args: program.run(consts, args)
+    if kind == "scan":
+        return functools.partial(_scan, wanted=sub, **params)
+    if kind == "while":
+        return functools.partial(_while, **params)
+    if kind == "cond":
+        branches = [(_program(b.jaxpr, (True,) * len(b.jaxpr.outvars)), _closed(b)[1]) for b in params["branches"]]
+
+        def branch(args):
+            program, consts = branches[int(np.clip(int(args[0]), 0, len(branches) - 1))]
+            return program.run(consts, args[1:])
+
+        return branch
+    return by_jax
 
 
 def _scan_live(params: dict, live: tuple) -> tuple:
@@ -344,20 +401,20 @@ def _scan_live(params: dict, live: tuple) -> tuple:
     carry = list(live[:n_carry])
     while True:
         wanted = tuple(carry) + tuple(live[n_carry:])
-        needed = {v for step in _plan(body, wanted) for v in step.needs}
-        needed.update(v for v, keep in zip(body.outvars, wanted) if keep and not isinstance(v, jcore.Literal))
-        more = [c or (v in needed) for c, v in zip(carry, body.invars[n_consts : n_consts + n_carry])]
+        reads = _program(body, wanted).reads
+        more = [c or (v in reads) for c, v in zip(carry, body.invars[n_consts : n_consts + n_carry])]
         if more == carry:
             return wanted
         carry = more
 
 
-def _scan(args, wanted: tuple, *, jaxpr, num_consts, num_carry, length, reverse, **_):
+def _scan(args, *, wanted: tuple, jaxpr, num_consts, num_carry, length, reverse, **_):
     body, body_consts = _closed(jaxpr)
+    program = _program(body, wanted)
     consts, carry, xs = args[:num_consts], args[num_consts : num_consts + num_carry], args[num_consts + num_carry :]
     ys = []
     for i in reversed(range(length)) if reverse else range(length):
-        out = _eval(body, body_consts, [*consts, *carry, *(None if x is None else x[i] for x in xs)], wanted)
+        out = program.run(body_consts, [*consts, *carry, *(None if x is None else x[i] for x in xs)])
         carry, y = out[:num_carry], out[num_carry:]
         ys.append(y)
     if reverse:
@@ -371,10 +428,11 @@ def _scan(args, wanted: tuple, *, jaxpr, num_consts, num_carry, length, reverse,
 
 
 def _while(args, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
-    cond, cond_consts = _closed(cond_jaxpr)
-    body, body_consts = _closed(body_jaxpr)
+    cond = _program(cond_jaxpr.jaxpr, (True,))
+    body = _program(body_jaxpr.jaxpr, (True,) * len(body_jaxpr.jaxpr.outvars))
+    cond_consts, body_consts = _closed(cond_jaxpr)[1], _closed(body_jaxpr)[1]
     c_args, b_args = args[:cond_nconsts], args[cond_nconsts : cond_nconsts + body_nconsts]
     carry = args[cond_nconsts + body_nconsts :]
-    while bool(_eval(cond, cond_consts, [*c_args, *carry], (True,))[0]):
-        carry = _eval(body, body_consts, [*b_args, *carry], (True,) * len(body.outvars))
+    while bool(cond.run(cond_consts, [*c_args, *carry])[0]):
+        carry = body.run(body_consts, [*b_args, *carry])
     return carry
