@@ -71,6 +71,22 @@ def test_shapes_indexing_and_reductions_match():
     _check(f, m, jnp.int32(9))  # out-of-range starts clamp alike
 
 
+def test_batched_gathers_and_scatters_match():
+    m = jnp.arange(24, dtype=jnp.int32).reshape(4, 6) - 7
+    at = jnp.asarray([[5, 0], [1, 1], [9, 2], [-1, 3]], jnp.int32)
+
+    def f(m, at, i):
+        rows = jnp.asarray([0, 2, 2, 9, 1], jnp.int32)
+        return (
+            jnp.take_along_axis(m, jnp.clip(at, 0, 5), axis=1), m.at[rows].min(-100, mode="drop"),
+            m.reshape(-1).at[jnp.asarray([3, 7, 30])].set(jnp.asarray([1, 2, 3], jnp.int32), mode="drop"),
+            m.reshape(-1).at[jnp.asarray([3, 3, 5])].add(5), m.at[:, i].max(4), m.at[i].set(0),
+            jax.vmap(lambda row, j: row[j])(m, at[:, 1]),
+        )  # fmt: skip
+
+    _check(f, m, at, jnp.int32(2))
+
+
 def test_loops_and_branches_match_and_an_unread_carry_is_not_computed():
     def f(x, n):
         total, ys = jax.lax.scan(lambda c, i: (c + i * x, c * 2), jnp.int32(0), jnp.arange(5, dtype=jnp.int32))

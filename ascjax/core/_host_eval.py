@@ -149,15 +149,25 @@ def _fill_value(dtype, fill_value):
     return np.iinfo(dtype).min if np.issubdtype(dtype, np.signedinteger) else np.iinfo(dtype).max
 
 
+def _index_grid(operand_ndim: int, indices, start_map, batch_operand_dims, batch_index_dims):
+    """Per start (the batch positions of ``indices``, flattened): its index into each operand dimension, from the
+    index vector (``start_map``) and, for batching dimensions, the position itself."""
+    batch_shape = indices.shape[:-1]
+    starts = np.zeros((int(np.prod(batch_shape, dtype=np.int64)), operand_ndim), np.int64)
+    starts[:, list(start_map)] = indices.reshape(-1, indices.shape[-1])
+    position = np.indices(batch_shape).reshape(len(batch_shape), -1) if batch_shape else np.zeros((0, 1), np.int64)
+    for od, idim in zip(batch_operand_dims, batch_index_dims):
+        starts[:, od] = position[idim]
+    return starts
+
+
 def _gather(operand, indices, *, dimension_numbers, slice_sizes, mode, fill_value=None, **_):
     """XLA's gather (``lax.gather``): a window of ``slice_sizes`` at each start index, clamped into the operand
     (or, in fill mode, the fill value where a window leaves it)."""
     dn = dimension_numbers
-    if dn.operand_batching_dims:
-        raise _NotExact
     batch_shape = indices.shape[:-1]
-    starts = np.zeros((int(np.prod(batch_shape, dtype=np.int64)), operand.ndim), np.int64)
-    starts[:, list(dn.start_index_map)] = indices.reshape(-1, indices.shape[-1])
+    starts = _index_grid(operand.ndim, indices, dn.start_index_map, dn.operand_batching_dims,
+                         dn.start_indices_batching_dims)  # fmt: skip
     upper = np.asarray(operand.shape, np.int64) - np.asarray(slice_sizes, np.int64)
     outside = np.any((starts < 0) | (starts > upper), axis=1)
     starts = np.clip(starts, 0, upper)
@@ -166,10 +176,55 @@ def _gather(operand, indices, *, dimension_numbers, slice_sizes, mode, fill_valu
     values = operand[window]
     if mode == lax.GatherScatterMode.FILL_OR_DROP:
         values = np.where(outside.reshape((-1,) + (1,) * operand.ndim), _fill_value(operand.dtype, fill_value), values)
-    kept = tuple(k for d, k in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims)
+    dropped = set(dn.collapsed_slice_dims) | set(dn.operand_batching_dims)
+    kept = tuple(k for d, k in enumerate(slice_sizes) if d not in dropped)
     values = values.reshape(batch_shape + kept)
     first_window = len(batch_shape)
     return np.moveaxis(values, list(range(first_window, first_window + len(kept))), list(dn.offset_dims))
+
+
+def _scatter(combine):
+    """XLA's scatter (``lax.scatter``, ``scatter_add`` / ``min`` / ``max``): each update window written into the
+    operand at its start index, combined by ``combine`` (None: replaced), in order; a window that leaves the operand
+    is dropped (clamped in clip mode)."""
+
+    def scatter(operand, indices, updates, *, dimension_numbers, mode, **_):
+        if combine is np.add and np.issubdtype(operand.dtype, np.floating):
+            raise _NotExact  # a float sum's rounding depends on the order of equal indices
+        dn = dimension_numbers
+        starts = _index_grid(operand.ndim, indices, dn.scatter_dims_to_operand_dims, dn.operand_batching_dims,
+                             dn.scatter_indices_batching_dims)  # fmt: skip
+        window_dims = [d for d in range(operand.ndim) if d not in dn.inserted_window_dims + dn.operand_batching_dims]
+        scatter_dims = [d for d in range(updates.ndim) if d not in dn.update_window_dims]
+        ups = np.transpose(updates, scatter_dims + list(dn.update_window_dims))
+        window_shape = ups.shape[len(scatter_dims) :]
+        sizes = np.ones(operand.ndim, np.int64)
+        sizes[window_dims] = window_shape
+        upper = np.asarray(operand.shape, np.int64) - sizes
+        if mode == lax.GatherScatterMode.CLIP:
+            starts, keep = np.clip(starts, 0, upper), np.ones(starts.shape[0], bool)
+        else:
+            keep = np.all((starts >= 0) & (starts <= upper), axis=1)
+        ups = ups.reshape((starts.shape[0],) + window_shape)[keep]
+        starts = starts[keep]
+        grid = np.meshgrid(*[np.arange(k) for k in window_shape], indexing="ij")
+        offsets = [np.zeros(window_shape, np.int64)] * operand.ndim
+        for j, d in enumerate(window_dims):
+            offsets[d] = grid[j]
+        at = tuple(
+            starts[:, d].reshape((-1,) + (1,) * len(window_shape)) + offsets[d][None] for d in range(operand.ndim)
+        )
+        out = np.array(operand)
+        if combine is None:
+            flat = np.ravel_multi_index(tuple(np.broadcast_to(i, ups.shape).reshape(-1) for i in at), operand.shape)
+            if np.unique(flat).size != flat.size:
+                raise _NotExact  # two updates of one element: which stays is XLA's to say
+            out[at] = ups
+        else:
+            combine.at(out, at, ups)
+        return out
+
+    return scatter
 
 
 def _clamp(lo, x, hi):
@@ -203,7 +258,9 @@ _NUMPY = {
     "concatenate": lambda *xs, dimension, **_: np.concatenate(xs, axis=dimension),
     "stack": lambda *xs, axis, **_: np.stack(xs, axis=axis),
     "iota": _iota, "slice": _slice, "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
-    "gather": _gather, "reduce_sum": _reduction(np.sum, False), "reduce_max": _reduction(np.max, True),
+    "gather": _gather, "scatter": _scatter(None), "scatter-add": _scatter(np.add), "scatter_add": _scatter(np.add),
+    "scatter-min": _scatter(np.minimum), "scatter_min": _scatter(np.minimum), "scatter-max": _scatter(np.maximum),
+    "scatter_max": _scatter(np.maximum), "reduce_sum": _reduction(np.sum, False), "reduce_max": _reduction(np.max, True),
     "reduce_min": _reduction(np.min, True), "reduce_and": _reduction(np.all, True),
     "reduce_or": _reduction(np.any, True), "argmax": _arg_reduction(np.argmax), "argmin": _arg_reduction(np.argmin),
     "cumsum": _cumulative(np.cumsum), "cummax": _cumulative(lambda x, axis, dtype: np.maximum.accumulate(x, axis)),

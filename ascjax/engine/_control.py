@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Int
 
-from ..core import RAW, array_module
+from ..core import RAW, HostFirst, array_module, host_call
 from . import _checks
 from ._log import KIND, ranked
 from ._machine import Col, Machine, execute, plan
@@ -86,8 +86,16 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
 #: run: LLVM without optimisation compiles it in two thirds of the time (the seed K-loop's: 3.2 -> 2.1 s) and runs it
 #: 2-5x slower (2 -> 4 ms); a record past the classes, or one inside a bigger program, is optimised as usual.
 QUICK_COMPILE = {"xla_backend_optimization_level": 0}
+#: What a size class's program costs to trace, lower and compile so (2.5-3.5 s on a 2-core x86 VM), and what the host
+#: takes per instance of a record to evaluate the control plane specialised to it (its own buckets and only the sync
+#: hardware it uses: two events of a few hundred NumPy operations, about 8 ms; the seed K-loop of 13 instances 0.17 s,
+#: a double-buffered matmul of 117 instances 1.0 s). A process evaluates a record on the host until its size class's
+#: host runs have cost as much as that compile (``core.HostFirst``), so a command-line run or a first kernel waits
+#: for no compile, and a process that runs many records compiles the class's program once.
+CONTROL_COMPILE_S = 3.0
+HOST_S_PER_INSTANCE = 0.008
 _run_jit = eqx.filter_jit(_run)
-_run_quick = eqx.filter_jit(_run, compiler_options=QUICK_COMPILE)
+_run_shared = HostFirst(eqx.filter_jit(_run, compiler_options=QUICK_COMPILE), CONTROL_COMPILE_S)
 
 
 def _pad_operands(op: dict, st: Static) -> dict:
@@ -111,7 +119,13 @@ def run_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, laten
     # its own program (not inside a trace): padded to a size class, so that other records reuse its compile
     shared = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((record.operands, lat)))
     st = static(record.template, options, shared)
-    out = (_run_quick if st.shared else _run_jit)(st, _pad_operands(record.operands, st), lat, options)
+    ops = _pad_operands(record.operands, st)
+    if st.shared:
+        own = static(record.template, options, False)
+        on_host = lambda: host_call(_run, own, _pad_operands(record.operands, own), lat, options)  # noqa: E731
+        out = _run_shared((st, ops, lat, options), on_host, HOST_S_PER_INSTANCE * record.template.n_instances)
+    else:
+        out = _run_jit(st, ops, lat, options)
     if array_module(out) is np:  # concrete: trimmed on the host (an eager slice per shape would compile)
         out = jax.device_get(out)
     n, n_all = (record.template.n_instances if options.keep_timeline else 0), record.template.n_instances

@@ -98,7 +98,8 @@ class Static(eqx.Module):
     uninit_write_span: int = eqx.field(static=True)
     n_read_slots: int = eqx.field(static=True)
     n_write_slots: int = eqx.field(static=True)
-    # what the record uses: the loop and the checks leave out what it does not (a smaller program, a cheaper step)
+    # what the record uses: the loop and the checks leave out what it does not (a smaller program, a cheaper step;
+    # a size class's program has everything)
     has_flags: bool = eqx.field(static=True)  # intra-core set / wait flags
     has_cross: bool = eqx.field(static=True)  # cross-core sets and waits
     has_barrier: bool = eqx.field(static=True)  # PIPE_ALL barriers
@@ -270,12 +271,22 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
         n_flag_ids=t.n_flag_ids, n_cross_ids=t.n_cross_ids, depth=COUNTER_DEPTH if options.counter_chip else 1,
         uninit_span=span("uninit_span", uninit_reads), uninit_write_span=span("uninit_write_span", uninit_writes),
         n_read_slots=widths[0], n_write_slots=widths[1],
-        has_flags=bool(np.isin(sync, (Sync.SET_FLAG, Sync.WAIT_FLAG)).any()),
-        has_cross=bool(np.isin(sync, (Sync.CROSS_SET, Sync.CROSS_WAIT)).any()),
-        has_barrier=bool((sync == Sync.BARRIER_ALL).any()),
-        has_unit_flags=bool(((t.uf_role != UnitFlagRole.NONE) | (sync == Sync.UF_RESET)).any()),
-        checked=frozenset(g for g in ROW_GROUPS if np.any(np.asarray(groups[g][0]) >= 0)), shared=shared,
+        **_features(t, groups, shared), shared=shared,
     )  # fmt: skip
+
+
+def _features(t: Template, groups: dict, shared: bool) -> dict:
+    """What the record uses of the sync hardware and the checks. A size class's program serves every record of the
+    class, so it has everything (one program per class, not one per combination)."""
+    sync = t.sync
+    used = {
+        "has_flags": bool(np.isin(sync, (Sync.SET_FLAG, Sync.WAIT_FLAG)).any()),
+        "has_cross": bool(np.isin(sync, (Sync.CROSS_SET, Sync.CROSS_WAIT)).any()),
+        "has_barrier": bool((sync == Sync.BARRIER_ALL).any()),
+        "has_unit_flags": bool(((t.uf_role != UnitFlagRole.NONE) | (sync == Sync.UF_RESET)).any()),
+        "checked": frozenset(g for g in ROW_GROUPS if np.any(np.asarray(groups[g][0]) >= 0)),
+    }
+    return {k: (frozenset(ROW_GROUPS) if k == "checked" else True) for k in used} if shared else used
 
 
 def _accesses(t: Template, n: int, widths: tuple[int, int] | None = None) -> dict:
