@@ -172,3 +172,57 @@ def test_a_run_again_on_other_data_reuses_the_record():
     slower = eqx.tree_at(lambda c: c.mmad_head_cycles, costs, costs.mmad_head_cycles + 7)
     again, _ = record_on_host(case.kernel, chip, slower, inputs, spec, case.params)
     assert again is not first and not np.array_equal(again.operands["cycles"], first.operands["cycles"])
+
+
+@pytest.mark.parametrize(
+    "path, name",
+    [("unit_flag.py", "seed000_error3"), ("matmul_softmax.py", "matmul_softmax_no_wait"), ("phases.py", "seed000_error2"),
+     ("vec_cube.py", "vec_cube_one_aiv_sets")],
+)  # fmt: skip
+def test_the_control_plane_on_the_host_finds_what_the_compiled_one_finds(path, name, monkeypatch):
+    """A size class's control plane runs on the host (the record's own, specialised) until its compile pays; either
+    way the findings, the timeline and the machine's counters are the same."""
+    from ascjax.core import HostFirst
+    from ascjax.engine import _control, run_control
+    from ascjax.runner._check import control_options
+
+    case = aj.build_case(str(KERNELS / path), name)
+    chip = get_chip(case.chip)
+    costs = default_costs(chip)
+    record, latency = record_on_host(case.kernel, chip, costs, gm_inputs(case.inputs), output_spec(case.outputs),
+                                     case.params or {})  # fmt: skip
+    options = control_options(chip)
+    assert _control.static(record.template, options).shared  # a size class's record
+    results = []
+    for compile_s in (float("inf"), 0.0):  # always on the host, always compiled
+        monkeypatch.setattr(_control, "_run_shared", HostFirst(_control._run_shared.compiled, compile_s))
+        results.append(run_control(record, options, latency))
+        assert _control._run_shared.compiled_programs() == (compile_s == 0.0)
+    host, compiled = results
+    for field in ("findings", "n_findings", "dropped", "start", "end", "leave", "source", "racy", "reordered",
+                  "deadlocked", "events"):  # fmt: skip
+        _same(np.asarray(getattr(host, field)), getattr(compiled, field))
+    for field in ("pos", "free_t", "count", "flag", "uf"):  # the counters the reports read, over the real resources
+        got, want = np.asarray(getattr(host.machine, field)), np.asarray(getattr(compiled.machine, field))
+        _same(got, want[tuple(slice(0, n) for n in got.shape)])
+
+
+def test_host_first_compiles_once_the_host_has_cost_what_a_compile_costs():
+    import time
+
+    from ascjax.core import HostFirst
+
+    calls = []
+
+    def on_host():
+        time.sleep(0.05)
+        calls.append("host")
+        return "host"
+
+    first = HostFirst(lambda x: calls.append("compiled") or "compiled", compile_s=0.12)
+    x = np.zeros(3, np.int32)
+    got = [first((x,), on_host, host_s=0.04) for _ in range(4)]
+    assert got == ["host", "host", "compiled", "compiled"]  # 0.05 + 0.05 spent, the next would pass 0.12
+    assert first((np.zeros(4, np.int32),), on_host, host_s=0.2) == "compiled"  # one run would cost more than a compile
+    assert first((np.zeros(5, np.int32),), on_host, host_s=0.01) == "host"  # another program: its own budget
+    assert first.compiled_programs() == 2
