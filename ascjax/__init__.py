@@ -36,7 +36,7 @@ from .front import Program, TileGroup, TileSlot, UnusedInputWarning, pl
 from .isa import ops
 from .isa.ops import AccPhase, AccToVecMode, RoundMode, STPhase, UnitFlagMode
 from .report import Report
-from .runner import CheckResult, LaunchResult, Result, check, control_options, launch, run
+from .runner import CheckResult, LaunchResult, Result, check, clear_caches, control_options, launch, run
 from .tools import (
     Case,
     LoopSummary,
@@ -60,6 +60,7 @@ __all__ = [
     "SweepTable",
     "sweep",
     "enable_compile_cache",
+    "clear_caches",
     "AccPhase",
     "AccToVecMode",
     "RoundMode",

@@ -1,12 +1,13 @@
-"""Compile time against trip count: flash attention at 4 and at 64 KV tiles, and the two-section ping-pong.
+"""Wall time against trip count: flash attention at 4 and at 64 KV tiles, and the two-section ping-pong.
 
 python benchmarks/bench_compile.py [--json]
 
-Each figure is trace + lower + XLA compile of one block with all checks on, after
-``jax.clear_caches()`` and without the persistent compilation cache. A loop of ascjax is a
-``lax.scan`` (and concurrent sections a scan over their segments), so the compile time
-must not grow with the number of iterations: the 64-tile figure should equal the 4-tile one
-within 20 %.
+The claim is the wall time of a first ``ascjax.run`` with all checks on, as a fresh process
+would run it (after ``ascjax.clear_caches()``, without the persistent compilation cache): the
+recording, the control plane (on the host or compiled), the data plane's compile and the run. A
+loop of ascjax is recorded once with its operands stacked and computed as a ``lax.scan``, so the
+64-tile figure should equal the 4-tile one within 20 %. The compile of both planes as one program
+(``planes`` under ``jit``, what a run with traced parameters compiles) is reported beside it.
 """
 
 import pathlib
@@ -28,6 +29,14 @@ import flash_attention as fa  # noqa: E402
 import pingpong  # noqa: E402
 
 
+def first_run_seconds(kernel, chip, inputs, outputs, params) -> float:
+    """A first ``run``'s wall time, every cache of this process cleared."""
+    aj.clear_caches()
+    start = time.perf_counter()
+    jax.block_until_ready(aj.run(kernel, inputs, outputs, chip=chip, params=params).outputs)
+    return time.perf_counter() - start
+
+
 def compile_seconds(kernel, chip, inputs, outputs, params) -> float:
     chip = aj.get_chip(chip)
     args = (
@@ -46,36 +55,35 @@ def compile_seconds(kernel, chip, inputs, outputs, params) -> float:
     return time.perf_counter() - start
 
 
-def flash_attention_seconds(kv_tiles: int, head_dim=64) -> float:
+def flash_attention_seconds(kv_tiles: int, head_dim=64) -> dict:
     seq_kv = kv_tiles * 64
     x = {n: jnp.asarray(v) for n, v in fa.inputs(64, seq_kv, head_dim).items()}
-    return compile_seconds(
-        fa.flash_attention_kernel, "950", x, {"out": (x["q"].shape, "float16")}, fa.params(64, seq_kv, head_dim)
-    )
+    args = (fa.flash_attention_kernel, "950", x, {"out": (x["q"].shape, "float16")}, fa.params(64, seq_kv, head_dim))
+    return {
+        f"{kv_tiles}_tiles_first_run_s": first_run_seconds(*args),
+        f"{kv_tiles}_tiles_compile_s": compile_seconds(*args),
+    }
 
 
-def pingpong_seconds(tiles: int) -> float:
+def pingpong_seconds(tiles: int) -> dict:
     x = {n: jnp.asarray(v) for n, v in pingpong.inputs(n_max=tiles).items()}
     outputs = {"out": ((tiles * pingpong.ROWS, pingpong.D), "float32")}
-    return compile_seconds(
-        pingpong.pingpong_sections_kernel, "950", x, outputs, {"n": jnp.int32(tiles), "n_max": tiles}
-    )
+    args = (pingpong.pingpong_sections_kernel, "950", x, outputs, {"n": jnp.int32(tiles), "n_max": tiles})
+    return {f"{tiles}_tiles_first_run_s": first_run_seconds(*args), f"{tiles}_tiles_compile_s": compile_seconds(*args)}
 
 
 def measure(few=4, many=64) -> dict:
     timings = {
-        "flash attention (64 queries, d 64)": {
-            f"{few}_tiles_s": flash_attention_seconds(few),
-            f"{many}_tiles_s": flash_attention_seconds(many),
-        },
-        "two-section ping-pong": {f"{few}_tiles_s": pingpong_seconds(few), f"{many}_tiles_s": pingpong_seconds(many)},
+        "flash attention (64 queries, d 64)": {**flash_attention_seconds(few), **flash_attention_seconds(many)},
+        "two-section ping-pong": {**pingpong_seconds(few), **pingpong_seconds(many)},
     }
     claims = []
     for name, t in timings.items():
-        ratio = t[f"{many}_tiles_s"] / t[f"{few}_tiles_s"]
-        claims.append(claim(f"compile {name}: {many} / {few} KV tiles", ratio, 1.2))
-        claims.append(claim(f"compile {name}: {few} / {many} KV tiles", 1 / ratio, 1.2))
-    return {"benchmark": f"compile time at {few} and {many} tiles (checks on)", "timings": timings, "claims": claims}
+        for what, label in (("first_run", "first run"), ("compile", "compile as one program")):
+            ratio = t[f"{many}_tiles_{what}_s"] / t[f"{few}_tiles_{what}_s"]
+            target = 1.2 if what == "first_run" else None  # the issue's claim is the wall time
+            claims.append(claim(f"{label}, {name}: {many} / {few} tiles", ratio, target))
+    return {"benchmark": f"wall time at {few} and {many} tiles (checks on)", "timings": timings, "claims": claims}
 
 
 if __name__ == "__main__":

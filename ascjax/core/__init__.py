@@ -29,6 +29,7 @@ from ._host import array_module as array_module
 from ._host_eval import eval_jaxpr as eval_jaxpr
 from ._host_eval import needed_inputs as needed_inputs
 from ._host_first import HostFirst as HostFirst
+from ._host_first import clear_host_caches as clear_host_caches
 from ._host_first import host_call as host_call
 from ._kinds import AIC_FLAG_PAIRS as AIC_FLAG_PAIRS
 from ._kinds import AIC_PIPES as AIC_PIPES

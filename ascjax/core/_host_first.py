@@ -17,7 +17,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ._host_eval import eval_jaxpr
+from ._host_eval import _PROGRAMS, eval_jaxpr
 
 
 def _key(args) -> tuple:
@@ -49,6 +49,12 @@ def host_call(fn, *args):
     return eqx.combine(jax.tree.unflatten(out_def, eval_jaxpr(closed, *jax.tree.leaves(dynamic))), out_static)
 
 
+def clear_host_caches() -> None:
+    """Forget the traced programs and their NumPy evaluators."""
+    _TRACED.clear()
+    _PROGRAMS.clear()
+
+
 class HostFirst:
     """Per program of ``compiled`` (a jitted function), whether a call runs on the host or compiled: on the host while
     its program's host calls have cost less than ``compile_s`` seconds."""
@@ -71,6 +77,11 @@ class HostFirst:
         out = on_host()
         self._host_s[key] = spent + time.perf_counter() - start
         return out
+
+    def reset(self) -> None:
+        """Forget what the host has cost and which programs run compiled."""
+        self._host_s.clear()
+        self._compiled.clear()
 
     def compiled_programs(self) -> int:
         """How many of its programs run compiled."""

@@ -22,7 +22,7 @@ from ._log import KIND, ranked
 from ._machine import Col, Machine, execute, plan
 from ._options import ControlOptions, SyncLatency
 from ._record import Record
-from ._tables import Static, static
+from ._tables import Static, own_tables, static, tables
 
 DEFAULT_OPTIONS = ControlOptions()  # the device's behaviour
 
@@ -96,6 +96,13 @@ CONTROL_COMPILE_S = 3.0
 HOST_S_PER_INSTANCE = 0.008
 _run_jit = eqx.filter_jit(_run)
 _run_shared = HostFirst(eqx.filter_jit(_run, compiler_options=QUICK_COMPILE), CONTROL_COMPILE_S)
+
+
+def reset_control_plane() -> None:
+    """Forget the padded tables and which size classes run compiled."""
+    _run_shared.reset()
+    tables.cache_clear()
+    own_tables.cache_clear()
 
 
 def _pad_operands(op: dict, st: Static) -> dict:

@@ -147,6 +147,12 @@ _RECORDS: collections.OrderedDict = collections.OrderedDict()
 RECORDINGS_KEPT, RECORDS_KEPT = 64, 16
 
 
+def forget_recordings() -> None:
+    """Forget every traced recording and record."""
+    _RECORDINGS.clear()
+    _RECORDS.clear()
+
+
 def _kept(cache: collections.OrderedDict, key, make, size: int):
     """``cache[key]``, made by ``make()`` when missing (the ``size`` most recently used kept; an unhashable key:
     made each time)."""

@@ -27,14 +27,14 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ..core import array_module
+from ..core import array_module, clear_host_caches
 from ..core._chip import Chip
 from ..core._options import Options
-from ..engine import ControlOptions, EmitOrder, Record, emit_order, run_control, sync_latency
+from ..engine import ControlOptions, EmitOrder, Record, emit_order, reset_control_plane, run_control, sync_latency
 from ..engine import _dataplane as dataplane
 from ..engine._state import State
 from ..front._program import NeedsData, Program
-from ..front._tracing import initial_gm, record_kernel, record_on_host, trace_kernel
+from ..front._tracing import forget_recordings, initial_gm, record_kernel, record_on_host, trace_kernel
 from ..isa.ops._machine import NO_FAULTS
 
 
@@ -161,6 +161,17 @@ class ControlCache:
 
 #: The control-plane results ``planes_cached`` reuses.
 CONTROL_CACHE = ControlCache()
+
+
+def clear_caches() -> None:
+    """Forget every compiled program, traced recording, record and control-plane result, as a fresh process starts
+    (to time a first run, or to free memory)."""
+    jax.clear_caches()
+    CONTROL_CACHE.clear()
+    FOLLOWED.clear()
+    forget_recordings()
+    reset_control_plane()
+    clear_host_caches()
 
 
 def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
