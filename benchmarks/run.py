@@ -35,7 +35,7 @@ BENCHMARKS = {
     ),
     "sweep": (lambda: bench_sweep.measure(1024), lambda: bench_sweep.measure(64, repeats=1)),
     "control_plane": (lambda: bench_control_plane.measure(1024), lambda: bench_control_plane.measure(64, repeats=1)),
-    "compile": (lambda: bench_compile.measure(4, 64), lambda: bench_compile.measure(2, 8)),
+    "compile": (lambda: bench_compile.measure(4, 64), lambda: bench_compile.measure(2, 8, repeats=1)),
     "sections": (lambda: bench_sections.measure(16), lambda: bench_sections.measure(4)),
     "memory": (bench_memory.measure, bench_memory.measure),
     "timing_accuracy": (bench_timing_accuracy.measure, lambda: bench_timing_accuracy.measure(2)),

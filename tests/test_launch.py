@@ -110,6 +110,36 @@ def tiny_kernel(k):
         pl.store("acc", t, atomic=pl.AtomicType.AtomicAdd)
 
 
+def test_a_concrete_launch_records_and_checks_its_blocks_once_and_agrees_with_the_one_program_launch(scenarios):
+    """With concrete parameters the blocks are recorded on the host at once, each control plane runs as ``run``'s
+    does (cached), and one program computes the data: the verdict, the block, the outputs and the cycles are the
+    traced launch's; a launch on other data runs no control plane, and inside a ``jit`` over the data it is the same."""
+    from ascjax.runner._planes import CONTROL_CACHE
+
+    for index in (OK, RACE, HANG):
+        params = {name: int(values[index]) for name, values in SCENARIOS.items()}
+        got = aj.launch(copy_kernel, {"x": X}, OUTS, block_dim=2, params=params)
+        assert int(got.verdict) == int(scenarios.verdict[index]) and int(got.block) == int(scenarios.block[index])
+        np.testing.assert_array_equal(np.asarray(got.block_cycles), np.asarray(scenarios.block_cycles[index]))
+        for name in OUTS:
+            np.testing.assert_array_equal(np.asarray(got.outputs[name]), np.asarray(scenarios.outputs[name][index]))
+    params = {name: int(values[OK]) for name, values in SCENARIOS.items()}
+    misses = CONTROL_CACHE.misses
+    again = aj.launch(copy_kernel, {"x": 2 * X}, OUTS, block_dim=2, params=params)
+    assert CONTROL_CACHE.misses == misses
+    np.testing.assert_array_equal(np.asarray(again.outputs["out"]), 2 * X)
+
+    def launched(x):  # traced anew at each call (a new jit)
+        return jax.jit(lambda x: aj.launch(copy_kernel, {"x": x}, OUTS, block_dim=2, params=params).outputs)(x)
+
+    launched(X)  # the record of the inputs' shapes: its control planes run once
+    misses = CONTROL_CACHE.misses
+    jitted = launched(2 * X)
+    assert CONTROL_CACHE.misses == misses
+    for name in OUTS:
+        np.testing.assert_array_equal(np.asarray(jitted[name]), np.asarray(again.outputs[name]))
+
+
 TINY_OUTS = {"out": ((2 * R, C), "float32"), "acc": ((R, C), "float32")}
 FAST = aj.Options(sanitize=False)  # the eager run dispatches every op: keep them few
 

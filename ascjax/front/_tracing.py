@@ -129,12 +129,22 @@ def record_kernel(
     return recorder.builder.build()
 
 
-def _recording(kernel, chip: Chip, spec: tuple, shapes_only: bool, static):
-    """The recording as a function of the arguments' arrays (``static``: the rest of them)."""
+def _recording(kernel, chip: Chip, spec: tuple, shapes_only: bool, static, block_dim: int | None):
+    """The recording as a function of the arguments' arrays (``static``: the rest of them); with ``block_dim``, every
+    block's record of a launch at once (a ``vmap`` over the block index: one template, operands per block)."""
 
     def record(dynamic):
         costs, inputs, params = eqx.combine(dynamic, static)
-        out = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, shapes_only=shapes_only)
+
+        def of_block(block):
+            return record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, block=block,
+                                 shapes_only=shapes_only)  # fmt: skip
+
+        if block_dim is None:
+            out = of_block(None)
+        else:
+            blocks = jnp.arange(block_dim, dtype=jnp.int32)
+            out = jax.vmap(lambda b: of_block({"block_idx": b, "block_num": block_dim}))(blocks)
         return out, sync_latency(costs)
 
     return record
@@ -170,22 +180,29 @@ def _kept(cache: collections.OrderedDict, key, make, size: int):
 
 
 def record_on_host(
-    kernel, chip: Chip, costs: Costs, inputs: dict, spec: tuple, params: dict, shapes_only: bool = False
+    kernel,
+    chip: Chip,
+    costs: Costs,
+    inputs: dict,
+    spec: tuple,
+    params: dict,
+    shapes_only: bool = False,
+    block_dim: int | None = None,
 ):
     """``record_kernel`` of concrete arguments, with the sync latencies its control plane runs with: traced once per
     kernel and argument shapes (arrays among ``inputs``, ``params`` and ``costs`` are traced, as under ``jit``; the
     rest is static), then evaluated in NumPy (``core.eval_jaxpr``), with no XLA compile. ``shapes_only``: the
-    inputs are zero stand-ins of their shapes, for a run whose data is traced."""
+    inputs are zero stand-ins of their shapes, for a run whose data is traced. ``block_dim``: the records of a
+    launch's blocks, their operands with a leading block axis."""
     dynamic, static = eqx.partition((costs, inputs, params), eqx.is_array)
     leaves, treedef = jax.tree.flatten(dynamic)
     static_leaves, static_def = jax.tree.flatten(static)
-    key = (kernel, chip, spec, shapes_only, treedef, static_def, tuple(static_leaves),
+    key = (kernel, chip, spec, shapes_only, block_dim, treedef, static_def, tuple(static_leaves),
            tuple((np.shape(x), np.dtype(x.dtype)) for x in leaves))  # fmt: skip
 
     def trace():
-        closed, out_struct, out_static = eqx.filter_make_jaxpr(_recording(kernel, chip, spec, shapes_only, static))(
-            dynamic
-        )
+        recording = _recording(kernel, chip, spec, shapes_only, static, block_dim)
+        closed, out_struct, out_static = eqx.filter_make_jaxpr(recording)(dynamic)
         return closed, jax.tree.structure(out_struct), out_static, needed_inputs(closed)
 
     closed, out_def, out_static, needed = _kept(_RECORDINGS, key, trace, RECORDINGS_KEPT)

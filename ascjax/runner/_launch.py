@@ -39,13 +39,15 @@ from ..core import _dtypes as dtypes
 from ..core._chip import Chip, get_chip
 from ..core._options import Options
 from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_control, sync_latency
+from ..engine import _dataplane as dataplane
 from ..engine._state import GM_PLAIN
-from ..front._tracing import gm_inputs, initial_gm, output_spec
+from ..front._program import NeedsData
+from ..front._tracing import gm_inputs, initial_gm, output_spec, record_on_host
 from ..report._report import Report
 from ..report._run_warnings import run_warnings
 from ._bandwidth import gm_contention, slow_gm
 from ._check import CheckResult, verdict_codes
-from ._planes import planes, resolve_control
+from ._planes import CONTROL_CACHE, execute_data, planes, resolve_control
 from ._run import raise_if_failed
 
 
@@ -382,8 +384,35 @@ def _merge_race(merge: GmMerge, outputs: tuple, granule_bytes: int, blocks: list
     return "\n".join(lines)
 
 
+def _fold_blocks(names: tuple, initial: dict, granule_bytes: int, run_block, xs):
+    """Run each block (``run_block(x) -> (what to keep of it, its data-plane state)``, ``xs`` with a leading block
+    axis) one after another and fold its GM into the merge as it finishes: no block keeps a copy of GM. Returns the
+    merged outputs, the merge's finding and what was kept of every block."""
+
+    def step(accs, x):
+        kept, state = run_block(x)
+        accs = {n: _add(accs[n], initial[n], state.gm[n], state.gm_written[n]) for n in names}
+        return accs, (kept, state.gm_written, _summaries(names, initial, state.gm_written, granule_bytes))
+
+    start = {name: _start(initial[name]) for name in names}
+    accs, (kept, marks, summaries) = jax.lax.scan(step, start, xs)
+    merged, merge = _merge_record(names, initial, accs, summaries, marks, granule_bytes)
+    return merged, merge, kept
+
+
+def _launch_verdict(codes, merge: GmMerge):
+    """The launch's verdict (the first failed block's, else the merge's) and the block it comes from (-1: none)."""
+    codes = jnp.asarray(codes)
+    failed = codes != Verdict.OK
+    verdict = jnp.where(jnp.any(failed), codes[jnp.argmax(failed)], merge.code)
+    return verdict, jnp.where(jnp.any(failed), jnp.argmax(failed), -1).astype(jnp.int32)
+
+
 def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, outputs: tuple, params: dict,
             block_dim: int, block_parallel: bool = False):  # fmt: skip
+    """Every block on both planes, records and control planes included, as one program (parameters or costs
+    traced)."""
+
     def one_block(b):  # (record, control result, data-plane state) of block b
         state, record, found = planes(
             kernel, chip, options, control, costs, inputs, outputs, params, {"block_idx": b, "block_num": block_dim}
@@ -400,24 +429,82 @@ def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, 
         merged, merge = merge_gm(names, initial, {n: full.gm[n] for n in names}, marks, granule_bytes)
     else:
 
-        def step(accs, b):  # run block b and fold its GM into the merge at once: no block keeps a copy of GM
+        def run_block(b):
             record, found, state = one_block(b)
-            accs = {n: _add(accs[n], initial[n], state.gm[n], state.gm_written[n]) for n in names}
-            summary = _summaries(names, initial, state.gm_written, granule_bytes)
-            return accs, (record, found, state.gm_written, summary)
+            return (record, found), state
 
-        start = {name: _start(initial[name]) for name in names}
-        accs, (records, controls, marks, summaries) = jax.lax.scan(step, start, blocks)
-        merged, merge = _merge_record(names, initial, accs, summaries, marks, granule_bytes)
-    codes = verdict_codes(controls)
-    failed = codes != Verdict.OK
-    first = jnp.argmax(failed)
-    verdict = jnp.where(jnp.any(failed), codes[first], merge.code)
-    block = jnp.where(jnp.any(failed), first, -1).astype(jnp.int32)
+        merged, merge, (records, controls) = _fold_blocks(names, initial, granule_bytes, run_block, blocks)
+    verdict, block = _launch_verdict(verdict_codes(controls), merge)
     return LaunchResult(
         outputs={name: merged[name] for name in names}, records=records, controls=controls, merge=merge,
         verdict=verdict, block=block, costs=costs, gm_contention=jnp.ones((), jnp.float32), chip=chip,
         output_spec=outputs, granule_bytes=granule_bytes,
+    )  # fmt: skip
+
+
+def _launch_data(kernel, chip: Chip, options: Options, inputs: dict, outputs: tuple, params: dict, block_dim: int,
+                 orders, racy, index, no_faults: bool, codes):  # fmt: skip
+    """Every block's data plane in the order its control plane ran (``orders``, ``racy``: per block), folded into
+    the merge; the launch's verdict from the blocks' ``codes`` and the merge."""
+    names = tuple(name for name, _ in outputs)
+    initial = initial_gm({}, outputs)
+
+    def run_block(x):
+        b, order, racy_b = x
+        poison = None if index is None else dataplane.Poison(index, racy_b)
+        block = {"block_idx": b, "block_num": block_dim}
+        return None, execute_data(
+            kernel, chip, options, inputs, outputs, params, order, poison, block, no_faults=no_faults
+        )
+
+    blocks = jnp.arange(block_dim, dtype=jnp.int32)
+    xs = (blocks, orders, blocks if racy is None else racy)
+    merged, merge, _ = _fold_blocks(names, initial, options.gm_granule_bytes, run_block, xs)
+    return {name: merged[name] for name in names}, merge, *_launch_verdict(codes, merge)
+
+
+_launch_data_jit = eqx.filter_jit(_launch_data)
+
+
+def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions, costs: Costs, inputs: dict,
+                   outputs: tuple, params: dict, block_dim: int):  # fmt: skip
+    """A launch whose parameters and costs are concrete: the blocks' records made at once on the host, each block's
+    control plane run (or reused) as ``run`` runs one (``ControlCache``), and one program for the blocks' data
+    planes; under a transformation of the inputs alone, that program is part of the caller's. A kernel that reads
+    GM contents while it is recorded, with its inputs traced, is launched as one program (``_launch``)."""
+    traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(inputs))
+    with jax.core.eval_context():  # on the host's values, whatever trace encloses the call
+        shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()} if traced else inputs
+        records, latency = record_on_host(kernel, chip, costs, shapes, outputs, params, traced, block_dim)
+        runs = [
+            CONTROL_CACHE.get(
+                Record(records.template, {k: v[b] for k, v in records.operands.items()}), control, latency
+            )
+            for b in range(block_dim)
+        ]
+    stack = lambda *xs: np.stack([np.asarray(x) for x in xs])  # noqa: E731
+    controls = jax.tree.map(stack, *[run[0] for run in runs])
+    orders = jax.tree.map(stack, *[run[1] for run in runs])
+    racy, index = (controls.racy, runs[0][2]) if options.poison_races else (None, None)
+    data = _launch_data if traced else _launch_data_jit
+    codes = np.asarray(verdict_codes(controls))
+    merged, merge, verdict, block = data(
+        kernel,
+        chip,
+        options,
+        inputs,
+        outputs,
+        params,
+        block_dim,
+        orders,
+        racy,
+        index,
+        all(run[4] for run in runs),
+        codes,
+    )
+    return LaunchResult(
+        outputs=merged, records=records, controls=controls, merge=merge, verdict=verdict, block=block, costs=costs,
+        gm_contention=np.ones((), np.float32), chip=chip, output_spec=outputs, granule_bytes=options.gm_granule_bytes,
     )  # fmt: skip
 
 
@@ -492,7 +579,15 @@ def launch(
     costs = default_costs(chip) if costs is None else costs
     inputs = gm_inputs(inputs)
     spec = output_spec(outputs)
-    run = _launch_jit if jit else _launch
     args = (kernel, chip, options, control, costs, inputs, spec, dict(params or {}), int(block_dim))
-    result = _share_gm(run(*args, bool(block_parallel)), control)
+    concrete = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((params, costs)))
+    result = None
+    if concrete and jit and not block_parallel:
+        try:
+            result = _launch_cached(*args)
+        except NeedsData:  # it reads GM contents while recorded, and they are traced
+            result = None
+    if result is None:
+        result = (_launch_jit if jit else _launch)(*args, bool(block_parallel))
+    result = _share_gm(result, control)
     return raise_if_failed(result, result.verdict) if throw else result
