@@ -34,10 +34,24 @@ NEVER = float(np.inf)
 FREE = -1.0
 
 
+#: A concrete schedule's rank of a wait that never ran (above every other rank); a switched-off wait ranks FREE.
+NEVER_RANK = np.iinfo(np.int32).max
+#: Most segment runs a concrete schedule traces in line (prologue, loop bodies, epilogue together) before the
+#: data plane falls back to choosing each step's segment at run time: the bound on its compile's size.
+MAX_INLINE_RUNS = 512
+#: Longest period (in segment runs) ``_compress`` looks for.
+MAX_PERIOD_RUNS = 128
+
+
 class Schedule(eqx.Module):
-    """Per core, the key of each cross-core wait instance of the record, in the core's program order."""
+    """Per core, the key of each cross-core wait instance of the record, in the core's program order.
+
+    ``ranks`` (static): for a concrete schedule, the same keys as ranks (their order, ties kept; FREE and
+    NEVER_RANK kept apart), so the data plane can choose every step's segment while it is traced. The order
+    of segments depends only on how the keys compare, so runs whose keys compare alike share one compile."""
 
     wait_keys: tuple  # one float32 array per core [the core's cross-core waits]
+    ranks: tuple | None = eqx.field(static=True, default=None)  # per core, a tuple of int ranks
 
 
 def schedule(record: Record, result: ControlResult) -> Schedule:
@@ -51,7 +65,17 @@ def schedule(record: Record, result: ControlResult) -> Schedule:
         inst = inst[np.argsort(t.pidx[inst], kind="stable")]
         start = xp.asarray(result.start)[inst].astype(np.float32)
         keys.append(xp.where(~enable[inst], np.float32(FREE), xp.where(start >= 0, start, np.float32(NEVER))))
-    return Schedule(tuple(keys))
+    return Schedule(tuple(keys), _ranks(keys) if xp is np else None)
+
+
+def _ranks(keys: list) -> tuple:
+    """Per core, its keys as ranks among every core's: FREE stays FREE, NEVER is NEVER_RANK, a start its place."""
+    starts = np.unique(np.concatenate([k[(k != FREE) & (k != NEVER)] for k in keys]))
+    ranks = []
+    for k in keys:
+        r = np.searchsorted(starts, k).astype(np.int64)
+        ranks.append(tuple(int(x) for x in np.where(k == FREE, int(FREE), np.where(k == NEVER, NEVER_RANK, r))))
+    return tuple(ranks)
 
 
 def run_sections(program, plans: list, order: Schedule) -> None:
@@ -78,6 +102,13 @@ def run_sections(program, plans: list, order: Schedule) -> None:
                 table[p, r, s] = len(branches)
                 branches.append(_segment(program, plan, r, s))
         program.cross_waits[plan.core] = base
+    trips = _concrete_trips(plans)
+    if order.ranks is not None and trips is not None:
+        ranks = [order.ranks[p.core] for p in plans]
+        pieces = _compress(_steps(ranks, table, n_segs, waits, wait_base, trips))
+        if sum(1 if reps is None else len(runs) for reps, runs in pieces) <= MAX_INLINE_RUNS:
+            program.state = _run_pieces(program.state, pieces, branches)
+            return
     idle = len(branches)
     branches.append(lambda state, index: state)
     padding = [sections.Region(loop=False, trip=0)]
@@ -119,6 +150,106 @@ def run_sections(program, plans: list, order: Schedule) -> None:
     zeros = jnp.zeros((n_plans,), jnp.int32)
     carry = (program.state, skip_empty(zeros), zeros, zeros, jnp.full((n_plans,), FREE, jnp.float32))
     (program.state, *_), _ = jax.lax.scan(step, carry, None, length=total)
+
+
+def _concrete_trips(plans: list) -> list | None:
+    """Per plan, each region's trip count; None when one is traced."""
+    trips = []
+    for plan in plans:
+        counts = []
+        for region in plan.regions:
+            if region.count is None:
+                counts.append(region.trip)
+            elif isinstance(region.count, jax.core.Tracer):
+                return None
+            else:
+                counts.append(int(np.clip(int(region.count), 0, region.trip)))
+        trips.append(counts)
+    return trips
+
+
+def _steps(ranks: list, table, n_segs, waits, wait_base, trips: list) -> list:
+    """The segments ``run_sections``'s loop runs, chosen on the host from a concrete schedule's ranks: a list of
+    ``(branch, iteration)``. The same choice as the traced loop's (the runnable plan of the lowest key, the
+    first on a tie) until no plan can run."""
+    n_plans = len(trips)
+    r, i, s, key = [0] * n_plans, [0] * n_plans, [0] * n_plans, [int(FREE)] * n_plans
+
+    def skip_empty(p, region):
+        while region < len(trips[p]) and trips[p][region] == 0:
+            region += 1
+        return region
+
+    r = [skip_empty(p, 0) for p in range(n_plans)]
+    steps = []
+    while True:
+        best, best_key = -1, NEVER_RANK
+        for p in range(n_plans):
+            if r[p] >= len(trips[p]):
+                continue
+            nxt = key[p]
+            if s[p] > 0:
+                at = int(wait_base[p, r[p]] + i[p] * waits[p, r[p]] + s[p] - 1)
+                nxt = max(nxt, ranks[p][at] if at < len(ranks[p]) else NEVER_RANK)
+            if nxt < best_key:
+                best, best_key = p, nxt
+        if best < 0:
+            return steps
+        p, rp = best, r[best]
+        steps.append((int(table[p, rp, s[p]]), i[p]))
+        key[p] = best_key
+        if s[p] + 1 < n_segs[p, rp]:
+            s[p] += 1
+        elif i[p] + 1 < trips[p][rp]:
+            i[p], s[p] = i[p] + 1, 0
+        else:
+            r[p], i[p], s[p] = skip_empty(p, rp + 1), 0, 0
+
+
+def _compress(steps: list) -> list:
+    """``steps`` as pieces ``(reps, runs)``: a single run (``reps`` None, ``runs`` one ``(branch, iteration)``), or
+    ``reps`` repeats of a period of runs ``(branch, first iteration, iteration step)``. Greedy: at each place the
+    period that covers the most steps, so a loop's steady state is one piece whatever its trip count."""
+    b = np.asarray([x[0] for x in steps], np.int64)
+    it = np.asarray([x[1] for x in steps], np.int64)
+    pieces, t, n = [], 0, len(steps)
+    while t < n:
+        best_period, best_reps = 0, 1
+        for period in range(1, min(MAX_PERIOD_RUNS, (n - t) // 2) + 1):
+            rest = n - t - period
+            same = b[t + period :] == b[t : t + rest]
+            step = it[t + period : t + 2 * period] - it[t : t + period]
+            same &= (it[t + period :] - it[t : t + rest]) == np.resize(step, rest)
+            matched = rest if same.all() else int(np.argmin(same))
+            reps = 1 + matched // period
+            if reps >= 2 and reps * period > best_reps * max(best_period, 1):
+                best_period, best_reps = period, reps
+        if best_period:
+            runs = tuple((int(b[t + j]), int(it[t + j]), int(it[t + best_period + j] - it[t + j]))
+                         for j in range(best_period))  # fmt: skip
+            pieces.append((best_reps, runs))
+            t += best_period * best_reps
+        else:
+            pieces.append((None, ((int(b[t]), int(it[t])),)))
+            t += 1
+    return pieces
+
+
+def _run_pieces(state, pieces: list, branches: list):
+    """Run ``_compress``'s pieces: a single run in line, a period as the body of a ``lax.scan`` over its repeats."""
+    for reps, runs in pieces:
+        if reps is None:
+            (branch, index), = runs
+            state = branches[branch](state, jnp.int32(index))
+            continue
+
+        def body(state, k, runs=runs):
+            for branch, first, step in runs:
+                state = branches[branch](state, first + k * step)
+            return state, None
+
+        state, _ = jax.lax.scan(body, state, jnp.arange(reps, dtype=jnp.int32))
+    return state
 
 
 def _trip(region: sections.Region):
