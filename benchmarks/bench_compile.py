@@ -76,7 +76,10 @@ def pingpong_seconds(tiles: int) -> dict:
 
 def measure(few=4, many=64, repeats=2) -> dict:
     pingpong_seconds(few)  # the process's own first run (imports, JAX's first traces) counts against neither size
-    measures = {"flash attention (64 queries, d 64)": flash_attention_seconds, "two-section ping-pong": pingpong_seconds}
+    measures = {
+        "flash attention (64 queries, d 64)": flash_attention_seconds,
+        "two-section ping-pong": pingpong_seconds,
+    }
     timings = {name: {} for name in measures}
     for _ in range(repeats):  # the sizes in turn, each keeping its fastest: the machine's drift on both
         for name, seconds in measures.items():

@@ -239,7 +239,7 @@ def _run_pieces(state, pieces: list, branches: list):
     """Run ``_compress``'s pieces: a single run in line, a period as the body of a ``lax.scan`` over its repeats."""
     for reps, runs in pieces:
         if reps is None:
-            (branch, index), = runs
+            ((branch, index),) = runs
             state = branches[branch](state, jnp.int32(index))
             continue
 
