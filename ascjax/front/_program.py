@@ -39,6 +39,9 @@ MAX_TRIP_COUNT = 1 << 24
 #: Rough cost of one emulated loop iteration on a CPU, for the refusal's estimate (an estimate, not a measurement
 #: of the user's kernel).
 ITERATION_US_ESTIMATE = 10
+#: Most bytes the data plane's branches on a traced predicate may write for it to run both and select: a select of
+#: a few tiles costs less than a conditional (the flash attention's pipeline stages: 17 % of its run on a CPU).
+SELECT_MAX_BYTES = 256 * 1024
 #: How deep ``Program.range`` loops may nest.
 MAX_LOOP_DEPTH = 4
 
@@ -568,12 +571,34 @@ class Program:
             self.flush()
         self._cond(pred, then, otherwise)
 
+    def _data_cond(self, pred, then, otherwise) -> State:
+        """The data plane's branch on a traced ``pred``, each branch traced once: both run and a select keeps what
+        they write where that is at most ``SELECT_MAX_BYTES`` (no conditional to dispatch, its operands not
+        copied), else a ``lax.cond``. Both compute the same bits."""
+        leaves, tree = jax.tree.flatten(self.state)
+
+        def flat(fn):
+            return lambda *xs: jax.tree.leaves(fn(jax.tree.unflatten(tree, xs)))
+
+        branches = [jax.make_jaxpr(flat(fn))(*leaves) for fn in (then, otherwise)]
+        written = [any(b.jaxpr.outvars[i] is not b.jaxpr.invars[i] for b in branches) for i in range(len(leaves))]
+        calls = [functools.partial(jax.core.eval_jaxpr, b.jaxpr, b.consts) for b in branches]
+        if sum(x.size * x.dtype.itemsize for x, w in zip(leaves, written, strict=True) if w) > SELECT_MAX_BYTES:
+            out = jax.lax.cond(jnp.asarray(pred), *calls, *leaves)
+        else:
+            taken, other = calls[0](*leaves), calls[1](*leaves)
+            out = [jnp.where(pred, x, y) if w else x for x, y, w in zip(taken, other, written, strict=True)]
+        return jax.tree.unflatten(tree, out)
+
     def _cond(self, pred, then, otherwise) -> None:
         def branch(fn):
             return lambda state: self._traced(state, fn or (lambda: None), "branch")
 
         if self.recorder is None:
-            self.state = jax.lax.cond(jnp.asarray(pred), branch(then), branch(otherwise), self.state)
+            if not isinstance(pred, jax.core.Tracer):  # a concrete predicate: only its branch
+                self.state = branch(then if bool(pred) else otherwise)(self.state)
+                return
+            self.state = self._data_cond(pred, branch(then), branch(otherwise))
             return
         rec, pred = self.recorder, jnp.asarray(pred, bool)  # record both branches, each where it is taken
         start, start_auto, outs = self.state, rec.auto, []
