@@ -256,13 +256,6 @@ def test_traced_sizes_and_offsets_out_of_range_are_bounds_not_clamped():
     np.testing.assert_allclose(np.asarray(outs[4])[:16], A[:16].astype(np.float64) @ B.astype(np.float64), atol=1e-3)
 
 
-@pytest.mark.xfail(
-    reason="an mmad of m = 16 rows into a 32-row L0C tile is recorded as writing the whole tile, so the fixpipe "
-    "that drains all 32 rows is OK (no finding); rows 16..31 were never written: UNINITIALIZED read of L0C bytes "
-    "[1024, 2048) by the fixpipe (semantics §8: 'a read of [0, 128) after a write of [0, 64) is an uninitialised "
-    "read of [64, 128)'; version 1 said UNINITIALIZED)",
-    strict=True,
-)
 def test_mmad_of_fewer_rows_leaves_the_rest_of_l0c_uninitialised():
     result = _cube_run(m=jnp.int32(16))
     (uninit,) = result.findings()

@@ -138,7 +138,7 @@ class Recorder:
                 space_core = AIC if tile.buffer is not Buffer.UB else core
                 region = _write_region(a, tile) if access.operand.write else None
                 if tile.buffer is Buffer.L0C and instr.kind in (InstrKind.MMAD, InstrKind.L0C_READ):
-                    region = _fractal_rows(_region(a, tile), tile)  # the m x n an mmad writes or a read drains
+                    region = _fractal_rows(_region(a, tile, traced_rows=True), tile)  # the m x n written / drained
                 target.extend(self._region_specs(tile, space_core, region))
         extra = {}
         accumulate = False
@@ -156,7 +156,7 @@ class Recorder:
             if "acc" not in a:  # matmul_acc names what it accumulates as an operand
                 reads += [
                     (*spec[:3], accumulate)
-                    for spec in self._region_specs(l0c, AIC, _fractal_rows(_region(a, l0c), l0c))
+                    for spec in self._region_specs(l0c, AIC, _fractal_rows(_region(a, l0c, traced_rows=True), l0c))
                 ]
             if nop is not False:  # a no-op (m, k or n is 0) reads and writes nothing
                 reads, writes = ([(*spec[:3], spec[3] & ~nop) for spec in specs] for specs in (reads, writes))
@@ -207,6 +207,8 @@ class Recorder:
         run per column of fractals of an Nz tile (each a candidate per TileGroup slot); the whole tile where there
         is no region, it is traced, or the format is another."""
         static = region is not None and all(isinstance(v, (int, np.integer)) for v in region)
+        if region is not None and not static and tile.fmt is Format.NZ:
+            return self._traced_rows_specs(tile, core, region)
         if not static or tile.fmt not in (Format.ND, Format.NZ):
             return [self._tile_spec(tile, core)]
         row0, rows, col0, cols = (int(v) for v in region)
@@ -225,6 +227,31 @@ class Recorder:
             (space, [(tile.addr + k * stride + lo, tile.addr + k * stride + hi) for k in range(depth)], choice, True)
             for lo, hi in runs
         ]
+
+    def _traced_rows_specs(self, tile: Tile, core: int, region) -> list:
+        """``_region_specs`` of an Nz tile's region whose rows alone are traced (whole fractals: an mmad's m): per
+        column of fractals, one candidate per count of fractal rows (per TileGroup slot), chosen by the rows."""
+        row0, rows, col0, cols = region
+        if not all(isinstance(v, (int, np.integer)) for v in (row0, col0, cols)):
+            return [self._tile_spec(tile, core)]
+        padded_rows = tile.padded[0]
+        counts = (padded_rows - row0) // FRACTAL_ROWS  # candidates: 1 .. counts fractal rows
+        row_bytes = tile.c0 * tile.np_dtype.itemsize
+        column = padded_rows * row_bytes
+        depth, stride, slot = _slots(tile)
+        pick = jnp.clip(jnp.asarray(rows, jnp.int32) // FRACTAL_ROWS, 1, counts) - 1
+        choice = jnp.asarray(slot, jnp.int32) * counts + pick
+        space = self._named(tile, core)
+        specs = []
+        for j in range(col0 // tile.c0, _ceil_div(col0 + cols, tile.c0)):
+            lo = tile.addr + j * column + row0 * row_bytes
+            ranges = [
+                (lo + k * stride, lo + k * stride + r * FRACTAL_ROWS * row_bytes)
+                for k in range(depth)
+                for r in range(1, counts + 1)
+            ]
+            specs.append((space, ranges, choice, True))
+        return specs
 
     def _tile_spec(self, tile: Tile, core: int):
         """(space, candidate byte ranges, choice, when) of a tile: one range, or one per TileGroup slot."""
@@ -316,13 +343,16 @@ def _write_region(a: dict, tile: Tile):
     return None
 
 
-def _region(a: dict, l0c: Tile) -> tuple[int, int, int, int]:
-    """(row0, rows, col0, cols) of ``l0c`` an mmad writes or a read drains; the whole tile where sizes are traced."""
+def _region(a: dict, l0c: Tile, traced_rows: bool = False) -> tuple:
+    """(row0, rows, col0, cols) of ``l0c`` an mmad writes or a read drains; the whole tile where sizes are traced,
+    but for ``traced_rows`` a traced m alone stays (its rows: ``_region_specs``'s candidates)."""
     whole = (0, l0c.rows, 0, l0c.cols)
     m, n = a.get("m"), a.get("n")
     row0, col0 = a.get("src_row", 0), a.get("src_col", 0)
     values = (row0, m if m is not None else l0c.rows, col0, n if n is not None else l0c.cols)
     if not all(isinstance(v, (int, np.integer)) for v in values):
+        if traced_rows and all(isinstance(v, (int, np.integer)) for v in values[::2] + values[3:]) and values[3]:
+            return int(row0), values[1], int(col0), int(values[3])
         return whole
     if values[1] == 0 or values[3] == 0:  # a no-op mmad: it takes no part in the handshake (its mode is 0)
         return whole
@@ -334,6 +364,9 @@ def _fractal_rows(region, tile: Tile):
     the fixpipe reads a fractal's rows together."""
     row0, rows, col0, cols = region
     first = row0 // FRACTAL_ROWS * FRACTAL_ROWS
+    if not isinstance(rows, (int, np.integer)):  # traced: whole fractals, the end clipped to the tile
+        end = jnp.minimum((row0 + rows + FRACTAL_ROWS - 1) // FRACTAL_ROWS * FRACTAL_ROWS, tile.padded[0])
+        return first, end - first, col0, cols
     end = min(_ceil_div(row0 + rows, FRACTAL_ROWS) * FRACTAL_ROWS, tile.padded[0])
     return first, end - first, col0, cols
 
