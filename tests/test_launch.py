@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import calibration
 from matmul import matmul_case
 
 import ascjax as aj
@@ -304,3 +305,38 @@ def test_inter_block_events_and_bad_block_dims_are_refused():
     for bad in (0, -1, 2.0, True):
         with pytest.raises(ValueError, match="block_dim is the number of blocks"):
             aj.launch(tiny_kernel, {"x": X}, TINY_OUTS, block_dim=bad)
+
+
+class _HostThenCompiled:
+    """A size class's control plane on the host for the first ``host`` calls, compiled after (``core.HostFirst``
+    switches where a process's host runs have cost a compile: in the middle of a launch too)."""
+
+    def __init__(self, shared, host: int):
+        self.shared, self.host, self.calls = shared, host, 0
+
+    def __call__(self, args, on_host, host_s):
+        self.calls += 1
+        return on_host() if self.calls <= self.host else self.shared.compiled(*args)
+
+    def reset(self):
+        self.shared.reset()
+
+
+def test_blocks_whose_control_planes_ran_on_the_host_and_compiled_launch_alike(monkeypatch):
+    """The host's machine state is sized by the record's own tables, the compiled one's by its size class."""
+    import ascjax.engine._control as control
+
+    case = calibration.aiv_small_copies_case(2)  # each block copies its own rows
+
+    def launch(host: int):
+        aj.clear_caches()
+        monkeypatch.setattr(control, "_run_shared", _HostThenCompiled(shared, host))
+        return aj.launch(case.kernel, case.inputs, case.outputs, block_dim=2, params=case.params, chip="a2")
+
+    shared = control._run_shared
+    compiled, mixed = launch(host=0), launch(host=1)
+    assert control._run_shared.calls == 2
+    assert aj.Verdict(int(mixed.verdict)) is aj.Verdict.OK and int(mixed.cycles) == int(compiled.cycles)
+    for name in case.outputs:
+        np.testing.assert_array_equal(np.asarray(mixed.outputs[name]), np.asarray(compiled.outputs[name]))
+    assert str(mixed.report(block=1)) == str(compiled.report(block=1))

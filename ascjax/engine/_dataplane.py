@@ -116,7 +116,7 @@ def run_sections(program, plans: list, order: Schedule) -> None:
     if order.ranks is not None and trips is not None:
         ranks = [order.ranks[p.core] for p in plans]
         pieces = _compress(_steps(ranks, table, n_segs, waits, wait_base, trips))
-        if sum(1 if reps is None else len(runs) for reps, runs in pieces) <= MAX_INLINE_RUNS:
+        if pieces is not None:
             program.state = _run_pieces(program.state, pieces, branches)
             return
     idle = len(branches)
@@ -216,22 +216,18 @@ def _steps(ranks: list, table, n_segs, waits, wait_base, trips: list) -> list:
             r[p], i[p], s[p] = skip_empty(p, rp + 1), 0, 0
 
 
-def _compress(steps: list) -> list:
+def _compress(steps: list) -> list | None:
     """``steps`` as pieces ``(reps, runs)``: a single run (``reps`` None, ``runs`` one ``(branch, iteration)``), or
     ``reps`` repeats of a period of runs ``(branch, first iteration, iteration step)``. Greedy: at each place the
-    period that covers the most steps, so a loop's steady state is one piece whatever its trip count."""
+    period that covers the most steps, so a loop's steady state is one piece whatever its trip count. None once
+    more than ``MAX_INLINE_RUNS`` runs would be traced in line."""
     b = np.asarray([x[0] for x in steps], np.int64)
     it = np.asarray([x[1] for x in steps], np.int64)
-    pieces, t, n = [], 0, len(steps)
+    pieces, t, n, inline = [], 0, len(steps), 0
     while t < n:
         best_period, best_reps = 0, 1
         for period in range(1, min(MAX_PERIOD_RUNS, (n - t) // 2) + 1):
-            rest = n - t - period
-            same = b[t + period :] == b[t : t + rest]
-            step = it[t + period : t + 2 * period] - it[t : t + period]
-            same &= (it[t + period :] - it[t : t + rest]) == np.resize(step, rest)
-            matched = rest if same.all() else int(np.argmin(same))
-            reps = 1 + matched // period
+            reps = 1 + _matched(b, it, t, period) // period
             if reps >= 2 and reps * period > best_reps * max(best_period, 1):
                 best_period, best_reps = period, reps
         if best_period:
@@ -240,9 +236,29 @@ def _compress(steps: list) -> list:
             pieces.append((best_reps, runs))
             t += best_period * best_reps
         else:
-            pieces.append((None, ((int(b[t]), int(it[t])),)))
+            runs = ((int(b[t]), int(it[t])),)
+            pieces.append((None, runs))
             t += 1
+        inline += len(runs)
+        if inline > MAX_INLINE_RUNS:
+            return None
     return pieces
+
+
+def _matched(b, it, t: int, period: int) -> int:
+    """How many steps from ``t + period`` on repeat the step ``period`` before them (the same branch, the
+    iteration advanced as from the first period to the second), compared a chunk at a time."""
+    advance = it[t + period : t + 2 * period] - it[t : t + period]
+    matched, n, chunk = 0, len(b), 4 * period
+    while t + period + matched < n:
+        lo = t + matched
+        hi = min(n - period, lo + chunk)
+        want = advance[np.arange(lo - t, hi - t) % period]
+        same = (b[lo + period : hi + period] == b[lo:hi]) & (it[lo + period : hi + period] - it[lo:hi] == want)
+        if not same.all():
+            return matched + int(np.argmin(same))
+        matched, chunk = matched + hi - lo, chunk * 4
+    return matched
 
 
 def _run_pieces(state, pieces: list, branches: list):

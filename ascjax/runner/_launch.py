@@ -483,7 +483,7 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
             for b in range(block_dim)
         ]
     stack = lambda *xs: np.stack([np.asarray(x) for x in xs])  # noqa: E731
-    controls = jax.tree.map(stack, *[run[0] for run in runs])
+    controls = jax.tree.map(_stack_padded, *[run[0] for run in runs])
     schedules = [run[1] for run in runs]
     for field in ("ranks", "stopped"):  # what differs between blocks: each block's segments chosen as it runs,
         if len({getattr(order, field) for order in schedules}) > 1:  # every instruction computed
@@ -510,6 +510,17 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
         outputs=merged, records=records, controls=controls, merge=merge, verdict=verdict, block=block, costs=costs,
         gm_contention=np.ones((), np.float32), chip=chip, output_spec=outputs, granule_bytes=options.gm_granule_bytes,
     )  # fmt: skip
+
+
+def _stack_padded(*xs):
+    """The blocks' arrays of one control-result field stacked, each padded at the end of its axes to the largest:
+    a block's control plane run on the host (``core.HostFirst``) holds its machine state in its own tables' sizes,
+    one run compiled in its size class's, and a block's words index only its own."""
+    xs = [np.asarray(x) for x in xs]
+    if len({x.shape for x in xs}) == 1:
+        return np.stack(xs)
+    shape = np.max([x.shape for x in xs], axis=0)
+    return np.stack([np.pad(x, [(0, int(n) - k) for n, k in zip(shape, x.shape, strict=True)]) for x in xs])
 
 
 def _rerun(records: Record, factor, control: ControlOptions, costs: Costs):
