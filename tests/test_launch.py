@@ -2,11 +2,11 @@
 races between blocks), the first failing block's verdict, per-scenario verdicts under vmap, waves of
 blocks in the timing, and a plain ``run`` left as it was. Every kernel here compiles once."""
 
+import calibration
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import calibration
 from matmul import matmul_case
 
 import ascjax as aj
