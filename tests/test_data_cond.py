@@ -79,6 +79,7 @@ def test_the_branch_computes_what_numpy_computes(store_in_branch):
     np.testing.assert_array_equal(np.asarray(r.outputs["out"])[:ROWS], X * 4)
 
 
+@pytest.mark.slow  # the kernels above check both forms against NumPy in the default run
 def test_select_and_cond_compute_the_same_bits(monkeypatch):
     """Flash attention's pipeline stages (``k.cond`` on the loop index) both ways."""
     case = aj.build_case(str(KERNELS / "flash_attention.py"), "f16_s187_d64")
