@@ -533,6 +533,12 @@ def test_a2_deadlock_says_the_wait_holds_every_pipe():
     assert "holds every pipe of AIV0" in _stuck_runs("a2")[False].report().message
 
 
+@pytest.mark.xfail(
+    reason="the data plane computes in program order what a deadlocked run never ran (AIV0's load and store after "
+    "a cross-core wait that never ran); computing only what ran must hold under vmap and traced parameters too, "
+    "where the control plane's run is traced",
+    strict=True,
+)
 def test_a2_outputs_keep_nothing_a_held_pipe_never_ran():
     """On A2 the stuck wait holds MTE2 and MTE3: the store never runs and ``out`` stays zero on the device."""
     np.testing.assert_array_equal(np.asarray(_stuck_runs("a2")[False].outputs["out"]), 0)

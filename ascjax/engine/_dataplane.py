@@ -16,9 +16,7 @@ wait run after it, as on A2/A3, where such a wait stops its core.
 
 A concrete schedule (the control plane run on the host) is resolved while the data plane is
 traced: its keys' ranks choose every step's segment then, and a loop's steady state becomes one
-``lax.scan`` of its period (``_compress``), so no step chooses a segment at run time. What a
-deadlocked run never ran (``Stopped``: behind a stuck wait, on A2/A3 every pipe of its core) the
-data plane does not compute either, as the device does not.
+``lax.scan`` of its period (``_compress``), so no step chooses a segment at run time.
 """
 
 from __future__ import annotations
@@ -58,7 +56,6 @@ class Schedule(eqx.Module):
 
     wait_keys: tuple  # one float32 array per core [the core's cross-core waits]
     ranks: tuple | None = eqx.field(static=True, default=None)  # per core, a tuple of int ranks
-    stopped: Stopped | None = eqx.field(static=True, default=None)  # a concrete run's instructions that never ran
 
 
 def schedule(record: Record, result: ControlResult) -> Schedule:
@@ -72,10 +69,7 @@ def schedule(record: Record, result: ControlResult) -> Schedule:
         inst = inst[np.argsort(t.pidx[inst], kind="stable")]
         start = xp.asarray(result.start)[inst].astype(np.float32)
         keys.append(xp.where(~enable[inst], np.float32(FREE), xp.where(start >= 0, start, np.float32(NEVER))))
-    if xp is not np:
-        return Schedule(tuple(keys))
-    never = enable & (np.asarray(result.start) < 0)
-    return Schedule(tuple(keys), _ranks(keys), Stopped(PoisonIndex(record), ~never) if never.any() else None)
+    return Schedule(tuple(keys), _ranks(keys) if xp is np else None)
 
 
 def _ranks(keys: list) -> tuple:
@@ -322,38 +316,6 @@ class PoisonIndex:
 
     def __eq__(self, other):
         return isinstance(other, PoisonIndex) and self._key == other._key
-
-
-class Stopped:
-    """The instructions a concrete control-plane run never ran (a deadlock: on A2/A3 a pending cross-core wait
-    holds every pipe of its core, on 950 its own; a flag wait holds its pipe): the data plane computes none of
-    them, as the device computes nothing its stuck pipes hold. Static and hashable: a run that stops elsewhere
-    is another compile."""
-
-    def __init__(self, index: PoisonIndex, ran):
-        self.index = index
-        self.ran = np.asarray(ran, bool)
-        self._key = (index, self.ran.tobytes())
-
-    def __hash__(self):
-        return hash(self._key)
-
-    def __eq__(self, other):
-        return isinstance(other, Stopped) and self._key == other._key
-
-    def ran_issue(self, tag, loop_index):
-        """Whether the issue ``tag`` at loop indices ``loop_index`` (outermost first) ran: a Python bool where every
-        instance it may be ran alike or its indices are concrete, else traced."""
-        table = self.index.instances.get(self.index.entry_of.get(tag))
-        if table is None:
-            return True
-        ran = self.ran[table]
-        if ran.all() or not ran.any():
-            return bool(ran.all())
-        index = tuple(loop_index[len(loop_index) - table.ndim :])
-        if not any(isinstance(i, jax.core.Tracer) for i in index):
-            return bool(ran[tuple(int(i) for i in index)])
-        return jnp.asarray(ran)[tuple(jnp.asarray(i, jnp.int32) for i in index)]
 
 
 class Poison:

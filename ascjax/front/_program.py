@@ -61,12 +61,6 @@ def _data(instr: isa.Instruction, args: tuple, kwargs: dict, racy, state: State)
         RACY_READ.reset(token)
 
 
-def _only_where(ran, data, state: State) -> State:
-    """``data(state)`` where ``ran`` (traced) holds, else ``state``: what it writes selected."""
-    new = data(state)
-    return jax.tree.map(lambda x, y: x if x is y else jnp.where(ran, x, y), new, state)
-
-
 def current() -> Program:
     """The Program whose kernel is being traced (``ascjax.pl`` functions act on it)."""
     if not _CURRENT:
@@ -173,7 +167,6 @@ class Program:
         self._trips: list[int] = []  # static trip counts of the open loops
         self._loop_index: list = []  # the (traced) indices of the open loops
         self.poison = None  # the data plane's racy reads, from the control plane (``ascjax.engine._dataplane.Poison``)
-        self.stopped = None  # what a deadlocked run never ran, from the control plane (``..._dataplane.Stopped``)
         # every issue's tag: (section, region, place in that region), the same in every trace of the kernel: a
         # section is traced once per segment, and a trace that skips a top-level loop's body skips a region
         self._sections = 0
@@ -420,13 +413,8 @@ class Program:
                 self.cross_waits[self.core] += int(np.prod(self._trips, dtype=np.int64))
             return
         # the data plane: whether this issue reads racy data (from the control plane), and its data function
-        ran = True if self.stopped is None else self.stopped.ran_issue(tag, self._loop_index)
-        if ran is False:  # a pipe the control plane found stuck never ran it
-            return
         racy = None if self.poison is None else self.poison.racy_read(tag, self._loop_index)
         data = functools.partial(_data, instr, args, {**kwargs, **extra}, racy)
-        if ran is not True:
-            data = functools.partial(_only_where, ran, data)
         entry = None if self.emit is None else self.emit.entry_of.get(tag)
         if entry is None:
             self.state = data(self.state)
@@ -607,8 +595,11 @@ class Program:
             return lambda state: self._traced(state, fn or (lambda: None), "branch")
 
         if self.recorder is None:
-            if not isinstance(pred, jax.core.Tracer):  # a concrete predicate: only its branch
-                self.state = branch(then if bool(pred) else otherwise)(self.state)
+            if not isinstance(pred, jax.core.Tracer):  # a concrete predicate: its branch's state, no conditional
+                # both traced, as the recorder traced them, so every later issue keeps its tag (and finds its
+                # instance); the other's operations are dead code a jit drops
+                states = [branch(fn)(self.state) for fn in (then, otherwise)]
+                self.state = states[0] if bool(pred) else states[1]
                 return
             self.state = self._data_cond(pred, branch(then), branch(otherwise))
             return

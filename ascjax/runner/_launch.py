@@ -485,9 +485,8 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
     stack = lambda *xs: np.stack([np.asarray(x) for x in xs])  # noqa: E731
     controls = jax.tree.map(_stack_padded, *[run[0] for run in runs])
     schedules = [run[1] for run in runs]
-    for field in ("ranks", "stopped"):  # what differs between blocks: each block's segments chosen as it runs,
-        if len({getattr(order, field) for order in schedules}) > 1:  # every instruction computed
-            schedules = [dataclasses.replace(order, **{field: None}) for order in schedules]
+    if len({order.ranks for order in schedules}) > 1:  # each block's segments chosen as it runs
+        schedules = [dataclasses.replace(order, ranks=None) for order in schedules]
     orders = jax.tree.map(stack, *schedules)
     racy, index = (controls.racy, runs[0][2]) if options.poison_races else (None, None)
     data = _launch_data if traced else _launch_data_jit

@@ -66,7 +66,6 @@ def execute_data(
     program = Program(chip, state, **(block or {}))
     program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
     program.poison = poison
-    program.stopped = order.stopped
     program.emit = emit
     token = NO_FAULTS.set(no_faults and options.lower_loops)
     try:
