@@ -35,7 +35,7 @@ def _doubling(k, store_in_branch: bool):
         k.sync_notify("V", "MTE3", 0)
         k.sync_wait("V", "MTE3", 0)
         if store_in_branch:
-            k.cond(jnp.asarray(True), lambda: None)  # a concrete predicate runs its branch alone
+            k.cond(jnp.asarray(True), lambda: None)  # a concrete predicate: no conditional
             k.range(2, lambda i: k.cond(i == 1, lambda: k.copy_ub2gm("out", t)))
         else:
             k.copy_ub2gm("out", t)
