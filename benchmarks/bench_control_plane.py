@@ -26,7 +26,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import claim, main
+from _timing import claim, interleaved_seconds, main
 
 from ascjax.engine import UF_OFF, RecordBuilder, UnitFlagRole, run_control, state_bytes, verdict
 
@@ -125,17 +125,8 @@ def floor_ratio(scenarios: int, steps: int, repeats: int) -> float:
     seeds = jnp.arange(scenarios, dtype=jnp.int32)
     one = jax.jit(lambda s: _floor_loop(s, steps))
     swept = jax.jit(jax.vmap(lambda s: _floor_loop(s, steps)))
-    jax.block_until_ready((one(seeds[0]), swept(seeds)))
-    loop_s, sweep_s = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for i in range(scenarios):
-            jax.block_until_ready(one(seeds[i]))
-        loop_s.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        jax.block_until_ready(swept(seeds))
-        sweep_s.append(time.perf_counter() - start)
-    return min(loop_s) / min(sweep_s)
+    t = interleaved_seconds({"loop": (lambda: [one(s) for s in seeds], ()), "vmap": (swept, (seeds,))}, repeats)
+    return t["loop"]["min_s"] / t["vmap"]["min_s"]
 
 
 def measure(scenarios=1024, repeats=5) -> dict:

@@ -61,14 +61,10 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
         "bounds": lambda: _checks.bounds(st, acc, log),
         "faults": lambda: _checks.faults(st, op, log),
     }
-    sanitized = {"races", "uninitialised"} if options.sanitize else set()
     # a group with no row to check, or a sanitizer group with the sanitizer off, keeps its shape (the ranking's
     # segments are static) and has no valid row
-    static_rows = {
-        group: check() if group in st.checked and (group in sanitized or group not in ("races", "uninitialised"))
-        else _checks.no_rows(st, group)
-        for group, check in checks.items()
-    }  # fmt: skip
+    run = st.checked if options.sanitize else st.checked - {"races", "uninitialised"}
+    static_rows = {group: check() if group in run else _checks.no_rows(st, group) for group, check in checks.items()}
     end_rows = _checks.end_state(st, m, pl, events.kind.shape[0])
     findings, n_findings, dropped = ranked(st, static_rows, end_rows, options.max_findings)
     race = static_rows["races"]

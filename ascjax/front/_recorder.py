@@ -211,16 +211,7 @@ class Recorder:
             return self._traced_rows_specs(tile, core, region)
         if not static or tile.fmt not in (Format.ND, Format.NZ):
             return [self._tile_spec(tile, core)]
-        row0, rows, col0, cols = (int(v) for v in region)
-        padded_rows, padded_cols = tile.padded
-        if tile.fmt is Format.ND:
-            row_bytes = padded_cols * tile.np_dtype.itemsize
-            runs = [(row0 * row_bytes, (row0 + rows) * row_bytes)]
-        else:
-            row_bytes = tile.c0 * tile.np_dtype.itemsize  # one row of a fractal
-            column = padded_rows * row_bytes
-            first, end = col0 // tile.c0, _ceil_div(col0 + cols, tile.c0)
-            runs = [(j * column + row0 * row_bytes, j * column + (row0 + rows) * row_bytes) for j in range(first, end)]
+        runs = _runs(tile, *(int(v) for v in region))
         space = self._named(tile, core)
         depth, stride, choice = _slots(tile)
         return [
@@ -234,24 +225,21 @@ class Recorder:
         row0, rows, col0, cols = region
         if not all(isinstance(v, (int, np.integer)) for v in (row0, col0, cols)):
             return [self._tile_spec(tile, core)]
-        padded_rows = tile.padded[0]
-        counts = (padded_rows - row0) // FRACTAL_ROWS  # candidates: 1 .. counts fractal rows
-        row_bytes = tile.c0 * tile.np_dtype.itemsize
-        column = padded_rows * row_bytes
+        counts = (tile.padded[0] - row0) // FRACTAL_ROWS  # candidates: 1 .. counts fractal rows
+        per_count = [_runs(tile, row0, r * FRACTAL_ROWS, col0, cols) for r in range(1, counts + 1)]
         depth, stride, slot = _slots(tile)
         pick = jnp.clip(jnp.asarray(rows, jnp.int32) // FRACTAL_ROWS, 1, counts) - 1
         choice = jnp.asarray(slot, jnp.int32) * counts + pick
         space = self._named(tile, core)
-        specs = []
-        for j in range(col0 // tile.c0, _ceil_div(col0 + cols, tile.c0)):
-            lo = tile.addr + j * column + row0 * row_bytes
-            ranges = [
-                (lo + k * stride, lo + k * stride + r * FRACTAL_ROWS * row_bytes)
-                for k in range(depth)
-                for r in range(1, counts + 1)
-            ]
-            specs.append((space, ranges, choice, True))
-        return specs
+        return [
+            (
+                space,
+                [(tile.addr + k * stride + lo, tile.addr + k * stride + hi) for k in range(depth) for lo, hi in column],
+                choice,
+                True,
+            )  # fmt: skip
+            for column in zip(*per_count)  # one column of fractals: its run at each count
+        ]
 
     def _tile_spec(self, tile: Tile, core: int):
         """(space, candidate byte ranges, choice, when) of a tile: one range, or one per TileGroup slot."""
@@ -327,6 +315,19 @@ def _receivers(a: dict, l0c: Tile | None) -> tuple[int, ...]:
     m = a.get("m") if a.get("m") is not None else l0c.rows
     n = a.get("n") if a.get("n") is not None else l0c.cols
     return tuple(sub for sub, (_, rows, _, cols) in enumerate(split(mode, m, n)) if rows and cols)
+
+
+def _runs(tile: Tile, row0: int, rows: int, col0: int, cols: int) -> list[tuple[int, int]]:
+    """The byte runs (from the tile's start) of a static region of an ND tile (its rows: one run) or an Nz tile (one
+    run per column of fractals)."""
+    padded_rows, padded_cols = tile.padded
+    if tile.fmt is Format.ND:
+        row_bytes = padded_cols * tile.np_dtype.itemsize
+        return [(row0 * row_bytes, (row0 + rows) * row_bytes)]
+    row_bytes = tile.c0 * tile.np_dtype.itemsize  # one row of a fractal
+    column = padded_rows * row_bytes
+    first, end = col0 // tile.c0, _ceil_div(col0 + cols, tile.c0)
+    return [(j * column + row0 * row_bytes, j * column + (row0 + rows) * row_bytes) for j in range(first, end)]
 
 
 def _write_region(a: dict, tile: Tile):
