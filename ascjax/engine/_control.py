@@ -124,8 +124,11 @@ def run_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, laten
     st = static(record.template, options, shared)
     ops = _pad_operands(record.operands, st)
     if st.shared:
-        own = static(record.template, options, False)
-        on_host = lambda: host_call(_run, own, _pad_operands(record.operands, own), lat, options)  # noqa: E731
+
+        def on_host():  # the record's own tables: a program specialised to what it uses
+            own = static(record.template, options, False)
+            return host_call(_run, own, _pad_operands(record.operands, own), lat, options)
+
         out = _run_shared((st, ops, lat, options), on_host, HOST_S_PER_INSTANCE * record.template.n_instances)
     else:
         out = _run_jit(st, ops, lat, options)
