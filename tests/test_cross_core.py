@@ -606,7 +606,6 @@ def test_aiv_reading_a_move_without_the_event_races():
     assert f"UB@AIV0 bytes [0, 1024) of tile `ub` by {read}" in rest[0].message
 
 
-@pytest.mark.xfail(reason="a missing READY reads WAR (row_max first) and its fix points from AIV0 to AIC", strict=True)
 def test_a_missing_ready_reads_raw_and_the_fix_sets_after_the_move():
     """semantics §8: a missing READY reads RAW; the fix is the READY event from the move to the read."""
     bad = _move_runs()[False].report()

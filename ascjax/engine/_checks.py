@@ -7,8 +7,9 @@ clock has seen ``a``'s epoch (its own entry in its own clock). Each check is a v
 - **races**: every candidate pair of the tables (a write and another queue's access whose
   footprints overlap) whose ranges really overlap and that neither orders; the hazard follows
   program order on one core and, across cores, the order the bytes were really touched in (a
-  read samples at its start, a write lands at its completion); the finding belongs to the
-  later of the two;
+  read samples at its start, a write lands at its completion), except that a read of bytes no
+  write had landed on yet, and what follows it on its core, was meant to follow the write (a
+  missing READY reads RAW); the finding belongs to the later of the two;
 - **uninitialised reads**: bytes of no input that no write landed on before the read started;
 - **bounds**: a traced slot choice outside its candidates;
 - **event ids** outside the chip's range, and the **small-tile rule** on the M queue;
@@ -25,7 +26,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..core import RAW, SMALL_TILE, WAR, WAW, Finding
+from ..core import N_CORES, RAW, SMALL_TILE, WAR, WAW, Finding
 from ._machine import END, START, Event, Machine, Plan, heads, ids_ok
 from ._tables import Static
 
@@ -119,14 +120,20 @@ class Pairs:
         self.o_before_w = clock[clock_ow] >= epoch[oi]
 
 
-def races(st: Static, log: Log, acc: Accesses, pairs: Pairs) -> dict:
-    """Per instance of a candidate pair, its first race (the earliest of its events that found one)."""
+def races(st: Static, log: Log, acc: Accesses, pairs: Pairs, landed=None) -> dict:
+    """Per instance of a candidate pair, its first race (the earliest of its events that found one).
+
+    ``landed``: per atom, the first step a write landed on it (``first_landed``); ``None`` where no read can
+    touch bytes of no input."""
     w, o, wi, oi, o_writes = pairs.w, pairs.o, pairs.wi, pairs.oi, pairs.o_writes
     race = pairs.conflict & ~pairs.w_before_o & ~pairs.o_before_w
+    atom = jnp.maximum(acc.lo[w], acc.lo[o])
     # the later of the two finds the race: in program order on one core, in the order the bytes were touched
     # across cores (semantics §8 "race hazard labels")
     same_core = st.core[wi] == st.core[oi]
     w_first = jnp.where(same_core, st.pidx[wi] < st.pidx[oi], acc.step[w] < acc.step[o])
+    if landed is not None:
+        w_first |= ~same_core & _meant_after(st, acc, pairs, race, atom, landed)
     at_end = ~w_first | o_writes  # the reporter's event is a completion (its write landing)
     # per reporter, its earliest event first (a start precedes its own completion), then the first pair
     n_pairs = w.shape[0]
@@ -139,8 +146,20 @@ def races(st: Static, log: Log, acc: Accesses, pairs: Pairs) -> dict:
     hazard = jnp.where(o_writes[p], WAW, jnp.where(w_first[p], RAW, WAR))
     step = jnp.where(best // n_pairs == 1, log.end_step[inst], log.start_step[inst])
     other = jnp.where(w_first[p], wi[p], oi[p])
-    atom = jnp.maximum(acc.lo[w[p]], acc.lo[o[p]])
-    return rows(hit, Finding.RACE, inst, other, atom, hazard, step)
+    return rows(hit, Finding.RACE, inst, other, atom[p], hazard, step)
+
+
+def _meant_after(st: Static, acc: Accesses, pairs: Pairs, race, atom, landed):
+    """Per pair across cores, whether the other access was meant to follow the write (a missing READY).
+
+    A read of bytes of no input that no write had landed on yet has nothing to read but the write it races
+    with, so it was meant to follow it, whichever ran first. So was everything after that read on its core."""
+    wi, oi = pairs.wi, pairs.oi
+    safe = jnp.clip(atom, 0, st.n_atoms - 1)
+    fresh = race & ~pairs.o_writes & ~st.atom_init[safe] & (landed[safe] > acc.step[pairs.o])
+    at = wi * N_CORES + st.core[oi]  # per write and reading core, the first fresh read in that core's order
+    first = jnp.full((st.n_instances * N_CORES,), BIG, jnp.int32).at[at].min(jnp.where(fresh, st.pidx[oi], BIG))
+    return st.pidx[oi] >= first[at]
 
 
 def reordered(st: Static, pairs: Pairs):
@@ -170,17 +189,24 @@ def small_tile(st: Static, op, log: Log) -> dict:
     return rows(hit, Finding.RACE, cur, prev, key, SMALL_TILE, log.start_step[cur])
 
 
-def uninitialised(st: Static, acc: Accesses, log: Log) -> dict:
-    """Reads of bytes of no input that no write landed on before the read started (b: the read slot)."""
+def first_landed(st: Static, acc: Accesses, log: Log):
+    """Per atom, the first step a write landed on it (``BIG``: none), over the writes that may land on bytes of
+    no input (the only atoms ``uninitialised`` and ``races`` ask about)."""
     atoms = st.n_atoms
-    w, r = log.index(st.uninit_writes), log.index(st.uninit_reads)
+    w = log.index(st.uninit_writes)
     idx = acc.lo[w][:, None] + jnp.arange(st.uninit_write_span)
     on = acc.live[w][:, None] & (idx < acc.hi[w][:, None])
-    landed = (
+    return (
         jnp.full((atoms,), BIG, jnp.int32)
         .at[jnp.where(on, idx, atoms)]
         .min(jnp.broadcast_to(acc.step[w][:, None], idx.shape), mode="drop")
-    )  # per atom, the first step a write landed on it
+    )
+
+
+def uninitialised(st: Static, acc: Accesses, log: Log, landed) -> dict:
+    """Reads of bytes of no input that no write landed on before the read started (b: the read slot)."""
+    atoms = st.n_atoms
+    r = log.index(st.uninit_reads)
     idx = acc.lo[r][:, None] + jnp.arange(st.uninit_span)
     safe = jnp.clip(idx, 0, atoms - 1)
     on = acc.live[r][:, None] & (idx < acc.hi[r][:, None])

@@ -52,18 +52,20 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     log = _checks.Log(st, events)
     acc = _checks.Accesses(st, op, log)
     pairs = _checks.Pairs(st, log, acc)
+    run = st.checked if options.sanitize else st.checked - {"races", "uninitialised"}
+    # no listed read of bytes of no input: every read has something to read, and no write needs its landing
+    landed = _checks.first_landed(st, acc, log) if "uninitialised" in run else None
     checks = {
-        "races": lambda: _checks.races(st, log, acc, pairs),
+        "races": lambda: _checks.races(st, log, acc, pairs, landed),
         "small_tile": lambda: _checks.small_tile(st, op, log),
         "sync_events": lambda: _checks.sync_events(st, log),
         "event_ids": lambda: _checks.event_ids(st, op, log),
-        "uninitialised": lambda: _checks.uninitialised(st, acc, log),
+        "uninitialised": lambda: _checks.uninitialised(st, acc, log, landed),
         "bounds": lambda: _checks.bounds(st, acc, log),
         "faults": lambda: _checks.faults(st, op, log),
     }
     # a group with no row to check, or a sanitizer group with the sanitizer off, keeps its shape (the ranking's
     # segments are static) and has no valid row
-    run = st.checked if options.sanitize else st.checked - {"races", "uninitialised"}
     static_rows = {group: check() if group in run else _checks.no_rows(st, group) for group, check in checks.items()}
     end_rows = _checks.end_state(st, m, pl, events.kind.shape[0])
     findings, n_findings, dropped = ranked(st, static_rows, end_rows, options.max_findings)
