@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ascjax.core import AIV0, AIV1, RAW, SMALL_TILE, WAR, Finding, SyncMode
+from ascjax.core import AIV0, AIV1, RAW, SMALL_TILE, WAR, WAW, Finding, SyncMode
 from ascjax.engine import (
     UF_KEEP,
     UF_OFF,
@@ -380,6 +380,25 @@ def test_a_missing_release_reads_war_across_cores():
     assert worst(s) is Finding.RACE
     assert rows_of(s, Finding.RACE)[0, 5] == WAR
     assert Finding.SYNC_ERROR in kinds(s)  # UNICAST wait on an INTRA_BLOCK set
+
+
+@pytest.mark.parametrize("initialised", [False, True])
+def test_a_missing_ready_reads_raw_across_cores_though_the_read_runs_first(initialised):
+    """semantics §8: the read of bytes nothing wrote yet was meant to follow the write (RAW), and so was the write
+    after it on its core (WAW, the write first); over bytes an input holds, the order they ran in decides (WAR)."""
+    b = RecordBuilder()
+    ub = b.space("UB0", 4096, initialised=initialised)
+    b.instruction("move_to_vec", "FIX", writes=[(ub, (0, 512))], cycles=500)  # AIC, no READY set
+    with b.on(AIV0):
+        b.instruction("vmax", "V", reads=[(ub, (0, 512))], cycles=1)  # runs at once
+        b.instruction("vexp", "V", writes=[(ub, (0, 512))], cycles=1)
+    s = run_control(b.build())
+    assert worst(s) is Finding.RACE
+    race = rows_of(s, Finding.RACE)
+    if initialised:  # one site: the move, the later of both pairs
+        assert race.shape[0] == 1 and race[0, 5] == WAR
+    else:  # reported by the vector side, in its program order
+        assert [int(h) for h in race[:, 5]] == [RAW, WAW]
 
 
 def test_an_event_id_out_of_range_is_refused_at_trace_time_and_found_when_traced():
