@@ -14,9 +14,12 @@ import jax
 
 #: Where the cache lives unless ``ASCJAX_CACHE_DIR`` or an argument says otherwise.
 DEFAULT_DIR = os.path.join(os.path.expanduser("~"), ".cache", "ascjax", "xla")
+#: Compiles faster than this are not written: reading an entry back costs 10-150 ms, and a kernel's data plane
+#: compiles in 0.2-1 s on a laptop CPU (JAX's own default, 1 s, would recompile most of them in every process).
+MIN_COMPILE_SECONDS = 0.25
 
 
-def enable_compile_cache(path: str | None = None, *, min_compile_seconds: float = 1.0) -> str | None:
+def enable_compile_cache(path: str | None = None, *, min_compile_seconds: float = MIN_COMPILE_SECONDS) -> str | None:
     """Cache compiled kernels in ``path`` (default ``$ASCJAX_CACHE_DIR`` or ``~/.cache/ascjax/xla``).
 
     Only compilations slower than ``min_compile_seconds`` are written. ``ASCJAX_CACHE_DIR=off``
