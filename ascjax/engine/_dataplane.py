@@ -177,14 +177,14 @@ def _steps(ranks: list, table, n_segs, waits, wait_base, trips: list) -> list:
     ``(branch, iteration)``. The same choice as the traced loop's (the runnable plan of the lowest key, the
     first on a tie) until no plan can run."""
     n_plans = len(trips)
-    r, i, s, key = [0] * n_plans, [0] * n_plans, [0] * n_plans, [int(FREE)] * n_plans
 
     def skip_empty(p, region):
         while region < len(trips[p]) and trips[p][region] == 0:
             region += 1
         return region
 
-    r = [skip_empty(p, 0) for p in range(n_plans)]
+    r = [skip_empty(p, 0) for p in range(n_plans)]  # per plan: its region, iteration, segment and last key
+    i, s, key = [0] * n_plans, [0] * n_plans, [int(FREE)] * n_plans
     steps = []
     while True:
         best, best_key = -1, NEVER_RANK

@@ -596,10 +596,15 @@ class Program:
 
         if self.recorder is None:
             if not isinstance(pred, jax.core.Tracer):  # a concrete predicate: its branch's state, no conditional
-                # both traced, as the recorder traced them, so every later issue keeps its tag (and finds its
-                # instance); the other's operations are dead code a jit drops
-                states = [branch(fn)(self.state) for fn in (then, otherwise)]
-                self.state = states[0] if bool(pred) else states[1]
+                # the other traced too, abstractly and in the recorder's order, so every later issue keeps its tag
+                # (and finds its instance)
+                start, taken = self.state, then if bool(pred) else otherwise
+                for fn in (then, otherwise):
+                    if fn is taken:
+                        new = branch(fn)(start)
+                    else:
+                        jax.eval_shape(branch(fn), start)
+                self.state = new
                 return
             self.state = self._data_cond(pred, branch(then), branch(otherwise))
             return

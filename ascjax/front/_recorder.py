@@ -351,8 +351,10 @@ def _region(a: dict, l0c: Tile, traced_rows: bool = False) -> tuple:
     m, n = a.get("m"), a.get("n")
     row0, col0 = a.get("src_row", 0), a.get("src_col", 0)
     values = (row0, m if m is not None else l0c.rows, col0, n if n is not None else l0c.cols)
-    if not all(isinstance(v, (int, np.integer)) for v in values):
-        if traced_rows and all(isinstance(v, (int, np.integer)) for v in values[::2] + values[3:]) and values[3]:
+    static = [isinstance(v, (int, np.integer)) for v in values]
+    if not all(static):
+        rows_alone = static == [True, False, True, True]
+        if traced_rows and rows_alone and values[3]:
             return int(row0), values[1], int(col0), int(values[3])
         return whole
     if values[1] == 0 or values[3] == 0:  # a no-op mmad: it takes no part in the handshake (its mode is 0)
