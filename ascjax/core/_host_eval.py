@@ -388,7 +388,7 @@ def _classify(eqn, live: tuple):
         return "call", sub, _needed_operands(eqn.invars, sub[0], live)
     if name == "scan":
         wanted = _scan_live(eqn.params, live)
-        return "scan", wanted, _needed_operands(eqn.invars, eqn.params["jaxpr"].jaxpr, wanted)
+        return "scan", wanted, _needed_operands(eqn.invars, _closed(eqn.params["jaxpr"])[0], wanted)
     if name in ("while", "cond"):
         return name, None, operands
     exact = all(np.dtype(v.aval.dtype) in _EXACT_DTYPES for v in (*eqn.outvars, *eqn.invars))
@@ -453,8 +453,8 @@ def _scan_live(params: dict, live: tuple) -> tuple:
     """Which of a scan's carries and stacked outputs its body must compute: those needed after the scan, and the
     carries those need in a later iteration (a fixed point). A carry no needed value depends on (a kernel's data,
     while it is recorded) is left uncomputed."""
-    body = params["jaxpr"].jaxpr
-    n_consts, n_carry = params["num_consts"], params["num_carry"]
+    body = _closed(params["jaxpr"])[0]
+    n_consts, n_carry = _scan_counts(params)
     carry = list(live[:n_carry])
     while True:
         wanted = tuple(carry) + tuple(live[n_carry:])
@@ -465,8 +465,18 @@ def _scan_live(params: dict, live: tuple) -> tuple:
         carry = more
 
 
-def _scan(args, *, wanted: tuple, jaxpr, num_consts, num_carry, length, reverse, **_):
+def _scan_counts(params: dict) -> tuple:
+    """A scan's (constant, carry) operand counts: JAX before 0.11 names them, later versions group the operands as a
+    flat tree of (constants, carries, scanned)."""
+    if "ft_in" in params:
+        consts, carry, _ = params["ft_in"].unpack()
+        return len(consts), len(carry)
+    return params["num_consts"], params["num_carry"]
+
+
+def _scan(args, *, wanted: tuple, jaxpr, length, reverse, **params):
     body, body_consts = _closed(jaxpr)
+    num_consts, num_carry = _scan_counts(params)
     program = _program(body, wanted)
     consts, carry, xs = args[:num_consts], args[num_consts : num_consts + num_carry], args[num_consts + num_carry :]
     ys = []
@@ -476,7 +486,7 @@ def _scan(args, *, wanted: tuple, jaxpr, num_consts, num_carry, length, reverse,
         ys.append(y)
     if reverse:
         ys.reverse()
-    y_avals = jaxpr.out_avals[num_carry:]
+    y_avals = [v.aval for v in body.outvars[num_carry:]]
     stacked = [
         None if not keep else (np.stack([y[j] for y in ys]) if ys else np.zeros((0, *a.shape), a.dtype))
         for j, (a, keep) in enumerate(zip(y_avals, wanted[num_carry:]))
