@@ -22,6 +22,18 @@ REFUSED_WHILE_TRACING = {
 
 ascjax.enable_compile_cache()  # the demo and every xdist worker share compiled kernels
 
+#: Where XLA on a GPU is not bit-exact (measured on an H200; CI runs on a CPU). These tests are expected to fail there
+#: (strict: one that passes on a GPU fails the run, so the marks stay true).
+ON_GPU = jax.default_backend() == "gpu"
+GPU_DIV_SQRT = pytest.mark.xfail(
+    ON_GPU, strict=True, reason="XLA on a GPU divides float32 with div.full.f32 and takes square roots approximately "
+    "(up to 2 ulp, not correctly rounded; openxla/xla#37181)",
+)  # fmt: skip
+GPU_MATMUL_ORDER = pytest.mark.xfail(
+    ON_GPU, strict=True, reason="on a GPU a batched product and the same products one by one run different cuBLAS "
+    "algorithms, which sum float32 partial products in different orders",
+)  # fmt: skip
+
 
 #: A worker holding more than this drops its compiled programs after a test file (hundreds of cached executables
 #: exhaust a small machine); below it, the programs files share (the control plane of a size class, the recording of

@@ -26,6 +26,10 @@ FLOATS = {
 BATCH = 64
 
 
+#: each 16-bit float's quiet NaN, sign bit clear
+QUIET_NAN = {"float16": 0x7E00, "bfloat16": 0x7FC0}
+
+
 def _reference(x: np.ndarray, dtype: str, sat: bool) -> np.ndarray:
     t = FLOATS[dtype]
     big = float(ml_dtypes.finfo(t).max)
@@ -34,6 +38,9 @@ def _reference(x: np.ndarray, dtype: str, sat: bool) -> np.ndarray:
     else:
         with np.errstate(over="ignore"):
             y = x.astype(t)  # ml_dtypes: RNE, overflow to Inf (e4m3fn: NaN)
+        if dtype in QUIET_NAN:  # a NaN is the type's quiet NaN with the source's sign (payloads not modelled)
+            sign = (x.view(np.uint32) >> 16).astype(np.uint16) & np.uint16(0x8000)
+            y = np.where(np.isnan(x), (sign | np.uint16(QUIET_NAN[dtype])).view(t), y)
     if dtype.startswith("float8"):
         codes = y.view(np.uint8).copy()
         codes[np.isnan(y.astype(np.float32))] = 0x7F
@@ -65,6 +72,15 @@ def test_float_casts_match_reference(dtype, data):
         got = np.asarray(cast(x, dtype, saturate=sat))
         want = _reference(x, dtype, sat)
         np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=f"{dtype} saturate={sat}")
+
+
+def test_a_nan_converts_to_the_quiet_nan_with_its_sign_whatever_its_payload():
+    # a canonical NaN, its negative, a signalling NaN, a negative payload, all payload bits (XLA's NaN on a GPU)
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF812345, 0x7FFFFFFF], np.uint32).view(np.float32)
+    for dtype, quiet in QUIET_NAN.items():
+        got = _bits(np.asarray(cast(nans, dtype, saturate=False)))
+        np.testing.assert_array_equal(got, np.array([0, 0x8000, 0, 0x8000, 0], np.uint16) | quiet, err_msg=dtype)
+        assert not _bits(np.asarray(cast(nans, dtype, saturate=True))).any()  # the good twin: saturation writes 0
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import GPU_DIV_SQRT
 
 import ascjax as aj
 from ascjax.core import _host_eval as host
@@ -47,6 +48,7 @@ def test_integer_division_and_remainder_truncate_toward_zero_as_xla_does():
     _check(lambda x, y: (jax.lax.div(x, y), jax.lax.rem(x, y)), INTS, zeros_between)
 
 
+@GPU_DIV_SQRT
 def test_float32_arithmetic_casts_and_rounding_match_bit_for_bit():
     # each operation rounded once; XLA rewrites some chains (a product fused into the sum it feeds, a division by a
     # broadcast value taken as a product by its reciprocal), so these are kept apart (every kernel records alike)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import KERNELS
+from conftest import GPU_MATMUL_ORDER, KERNELS
 from matmul import matmul_case, matmul_pingpong_kernel
 
 import ascjax as aj
@@ -102,7 +102,11 @@ def _cases():
     }
 
 
-@pytest.mark.parametrize("name", ["matmul", "matmul_pingpong", "pingpong_odd", "flash_attention"])
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=GPU_MATMUL_ORDER) for n in ("matmul", "matmul_pingpong")]
+    + ["pingpong_odd", "flash_attention"],
+)
 def test_lowered_kernels_compute_the_bits_of_tile_by_tile_execution(name, splits):
     case, must_split = _cases()[name]
     plain = _outputs(case, False)

@@ -44,6 +44,8 @@ from ._kinds import Pipe as Pipe
 from ._kinds import SyncMode as SyncMode
 from ._memory import Allocator as Allocator
 from ._memory import Tile as Tile
+from ._numerics import EXACT_COMPILE as EXACT_COMPILE
+from ._numerics import exact_jit as exact_jit
 from ._options import Options as Options
 from ._topology import AIC as AIC
 from ._topology import AIV0 as AIV0

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import EXCEPTIONS, Verdict, array_module
+from ..core import EXCEPTIONS, Verdict, array_module, exact_jit
 from ..core import _dtypes as dtypes
 from ..core._chip import Chip, get_chip
 from ..core._options import Options
@@ -463,7 +463,7 @@ def _launch_data(kernel, chip: Chip, options: Options, inputs: dict, outputs: tu
     return {name: merged[name] for name in names}, merge, *_launch_verdict(codes, merge)
 
 
-_launch_data_jit = eqx.filter_jit(_launch_data)
+_launch_data_jit = exact_jit(_launch_data)
 
 
 def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions, costs: Costs, inputs: dict,
@@ -559,7 +559,7 @@ def _share_gm(result: LaunchResult, control: ControlOptions) -> LaunchResult:
     return eqx.tree_at(lambda r: (r.records, r.controls, r.gm_contention), result, (records, controls, factor))
 
 
-_launch_jit = eqx.filter_jit(_launch)
+_launch_jit = exact_jit(_launch)
 
 
 def launch(

@@ -27,7 +27,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ..core import array_module, clear_host_caches
+from ..core import array_module, clear_host_caches, exact_jit
 from ..core._chip import Chip
 from ..core._options import Options
 from ..engine import ControlOptions, EmitOrder, Record, emit_order, reset_control_plane, run_control, sync_latency
@@ -114,7 +114,7 @@ def planes(
     return state, record, device_order(result, emit)
 
 
-@eqx.filter_jit
+@exact_jit
 def _data_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, order, racy, index, emit,
               no_faults: bool):  # fmt: skip
     poison = None if index is None else dataplane.Poison(index, racy)
@@ -219,4 +219,4 @@ def resolve_control(chip: Chip, options: Options, control: ControlOptions | None
 
 
 #: compiled once per kernel and static arguments (array inputs, parameters and costs are traced)
-planes_jit = eqx.filter_jit(planes)
+planes_jit = exact_jit(planes)

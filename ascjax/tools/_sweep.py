@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import Verdict
+from ..core import Verdict, exact_jit
 from ..core._chip import get_chip
 from ..core._options import Options
 from ..engine import Record, default_costs
@@ -258,7 +258,7 @@ def _one(kernel, chip, options, inputs, outputs, params, row, with_outputs):
     return {**fields, "outputs": r.outputs} if with_outputs else fields
 
 
-@eqx.filter_jit
+@exact_jit
 def _batched(kernel, chip, options, inputs, outputs, params, chunk, with_outputs):
     """Every scenario of ``chunk`` as one ``vmap``; compiled once per kernel, static setting and
     chunk shape, so a second sweep of the same kernel runs without tracing it again."""

@@ -7,7 +7,8 @@ propagate: ±Inf where the type has it (f32, f16, bf16, e5m2, HiF8), else NaN (e
 outputs always saturate (NaN -> 0). Floats round to nearest even (``CAST_RINT``); HiF8 rounds
 ties away from zero, its only public rounding. The 8-bit formats have one NaN code each: fp8
 NaN is written as 0x7F (the CPU twin's choice), HiF8 NaN is 0x80. NaN payloads of f16/bf16/f32
-outputs are not modelled.
+outputs are not modelled: a NaN converted to f16 or bf16 is written as that type's quiet NaN with the source's sign,
+on every backend (XLA converts payload bits on a CPU and writes 0x7FFF on a GPU).
 """
 
 from __future__ import annotations
@@ -95,6 +96,19 @@ def _clip_jvp(big, primals, tangents):
     return _clip(x, big), jnp.where(jnp.abs(x) <= big, t, jnp.zeros_like(t))
 
 
+#: The quiet NaN of each 16-bit float output, without its sign bit
+QUIET_NAN_BITS = {"float16": 0x7E00, "bfloat16": 0x7FC0}
+_F16_SIGN_BIT = 0x8000
+
+
+def _quiet_nan(x, y, nan, dtype: str):
+    """``y`` (``x`` converted to a 16-bit float) with its lanes ``nan`` written as the quiet NaN with ``x``'s sign.
+    A select, so the other lanes keep their derivatives."""
+    sign = (jax.lax.bitcast_convert_type(x, jnp.uint32) >> 16) & _F16_SIGN_BIT
+    code = (sign | QUIET_NAN_BITS[dtype]).astype(jnp.uint16)
+    return jnp.where(nan, jax.lax.bitcast_convert_type(code, _FLOATS[dtype]), y)
+
+
 def cast(x, dtype: str, *, saturate=True, rounding: str | None = None) -> jax.Array:
     """float32 (or int32) values -> ``dtype`` storage (HiF8: uint8 codes), CTRL[48] mode ``saturate``.
 
@@ -109,6 +123,8 @@ def cast(x, dtype: str, *, saturate=True, rounding: str | None = None) -> jax.Ar
         return hifloat8.encode(x, saturate=saturate, rounding=rounding)
     sat = jnp.where(jnp.isnan(x), 0.0, _clip(x, max_finite(dtype)))
     y = jnp.where(jnp.asarray(saturate), sat, x).astype(_FLOATS[dtype])
+    if dtype in QUIET_NAN_BITS:
+        y = _quiet_nan(x, y, ~jnp.asarray(saturate) & jnp.isnan(x), dtype)
     if dtype.startswith("float8"):  # one NaN code (0x7F), whatever the sign
         codes = jax.lax.bitcast_convert_type(y, jnp.uint8)
         codes = jnp.where(jnp.isnan(y.astype(jnp.float32)), jnp.uint8(FP8_NAN_CODE), codes)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 
+import jax
 import jax.numpy as jnp
 
 from ...core import Buffer
@@ -227,11 +228,14 @@ def round_cast(x, dtype, mode: RoundMode):
     if mode in (RoundMode.CAST_NONE, RoundMode.CAST_RINT) or jnp.issubdtype(x.dtype, jnp.integer):
         return nearest
     wide = x.astype(jnp.float32)
-    # compared as ordered integers: XLA on CPU treats float32 subnormals as 0 in float comparisons
-    key, back = order_key(wide), order_key(nearest.astype(jnp.float32))
+    # compared as ordered integers: XLA on CPU treats float32 subnormals as 0 in float comparisons. The barriers keep
+    # each rounded value as it is when it is read back as float32: XLA with excess precision (a GPU's default) folds
+    # a float32 -> f16 -> float32 round trip to its input
+    key, back = order_key(wide), order_key(jax.lax.optimization_barrier(nearest).astype(jnp.float32))
     nan = jnp.isnan(wide)
     down = jnp.where(~nan & (back > key), jnp.nextafter(nearest, jnp.asarray(-jnp.inf, dtype)), nearest)
     up = jnp.where(~nan & (back < key), jnp.nextafter(nearest, jnp.asarray(jnp.inf, dtype)), nearest)
+    down, up = jax.lax.optimization_barrier((down, up))
     exact = nan | (back == key)
     if mode is RoundMode.CAST_FLOOR:
         return down

@@ -1,0 +1,32 @@
+"""How ascjax compiles the programs that compute a kernel's data, so that they round where the device rounds."""
+
+import functools
+
+import equinox as eqx
+
+try:  # no public spelling: whether JAX runs eagerly, outside every transformation and trace
+    from jax._src.core import trace_state_clean as _outside_transformations
+except ImportError:  # pragma: no cover - a JAX without it: every program keeps JAX's options
+    _outside_transformations = lambda: False  # noqa: E731
+
+#: XLA may keep f16 and bf16 intermediates in float32 ("excess precision", on by default). On a GPU it then drops a
+#: float32 -> f16 -> float32 round trip and fuses low-precision chains without rounding between their operations,
+#: which changes the bits of the directed-rounding casts and of f16/bf16 vector chains (measured on an H200: 10
+#: bit-exactness tests fail with it on, none with it off). The programs ascjax compiles itself switch it off.
+EXACT_COMPILE = {"xla_allow_excess_precision": False}
+
+
+def exact_jit(fun):
+    """``eqx.filter_jit(fun)``, compiled with ``EXACT_COMPILE`` when it is called outside any JAX transformation.
+
+    JAX refuses compiler options on a program nested in another's trace: inside a ``jax.jit``, ``vmap`` or ``grad``
+    of the user's, the enclosing program's options apply (``XLA_FLAGS=--xla_allow_excess_precision=false`` gives
+    the device's bits there too).
+    """
+    exact, plain = eqx.filter_jit(fun, compiler_options=EXACT_COMPILE), eqx.filter_jit(fun)
+
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        return (exact if _outside_transformations() else plain)(*args, **kwargs)
+
+    return call

@@ -1,0 +1,20 @@
+"""The programs ascjax compiles itself carry ``EXACT_COMPILE`` (no excess precision: on a GPU, XLA would otherwise
+skip the f16/bf16 roundings the device makes); a program nested in the user's own trace takes the user's options."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from ascjax.core import _numerics
+
+
+def test_exact_jit_passes_its_options_outside_transformations_and_none_inside(monkeypatch):
+    # an option XLA does not know makes the compile fail, so it shows whether the options reached the compiler
+    monkeypatch.setattr(_numerics, "EXACT_COMPILE", {"xla_no_such_option_for_this_test": True})
+    double = _numerics.exact_jit(lambda x: 2 * x)
+    with pytest.raises(Exception, match="xla_no_such_option_for_this_test"):
+        double(jnp.ones(3))
+    # inside a jit, vmap or grad of the user's the options would be refused: the plain program runs
+    assert float(jax.jit(double)(jnp.float32(2))) == 4.0
+    assert jax.vmap(double)(jnp.ones(3)).tolist() == [2.0, 2.0, 2.0]
+    assert float(jax.grad(double)(jnp.float32(1))) == 2.0
