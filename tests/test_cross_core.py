@@ -533,15 +533,25 @@ def test_a2_deadlock_says_the_wait_holds_every_pipe():
     assert "holds every pipe of AIV0" in _stuck_runs("a2")[False].report().message
 
 
-@pytest.mark.xfail(
-    reason="the data plane computes in program order what a deadlocked run never ran (AIV0's load and store after "
-    "a cross-core wait that never ran); computing only what ran must hold under vmap and traced parameters too, "
-    "where the control plane's run is traced",
-    strict=True,
-)
 def test_a2_outputs_keep_nothing_a_held_pipe_never_ran():
-    """On A2 the stuck wait holds MTE2 and MTE3: the store never runs and ``out`` stays zero on the device."""
+    """On A2 the stuck wait holds MTE2 and MTE3: the store never runs and ``out`` stays zero on the device. On 950
+    it holds V alone: the load and the store run, as in the good twin (``set_first``)."""
     np.testing.assert_array_equal(np.asarray(_stuck_runs("a2")[False].outputs["out"]), 0)
+    np.testing.assert_array_equal(np.asarray(_stuck_runs("950")[False].outputs["out"]), _X)
+
+
+@pytest.mark.parametrize("chip", ["a2", "950"])
+def test_a_vmapped_run_writes_gm_only_where_each_scenario_ran(chip):
+    """The same outputs with the set traced per scenario (the control plane's run traced too): GM holds what each
+    scenario's device wrote before it stopped."""
+
+    def out(set_first):
+        spec = {"out": ((8, 16), "float32")}
+        return aj.run(_stuck_then_copy, {"x": _X}, spec, chip=chip, params={"set_first": set_first}, sanitize=False)
+
+    got = jax.vmap(lambda f: out(f).outputs["out"])(jnp.array([True, False]))
+    np.testing.assert_array_equal(np.asarray(got[0]), _X)
+    np.testing.assert_array_equal(np.asarray(got[1]), 0 if chip == "a2" else _X)
 
 
 # --- races a cross-core event prevents -------------------------------------------------------------

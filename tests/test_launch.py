@@ -67,6 +67,19 @@ def test_atomic_adds_of_all_blocks_sum(scenarios):
     np.testing.assert_array_equal(np.asarray(scenarios.outputs["acc"][RACE]), acc)  # atomics never race
 
 
+def test_a_deadlocked_block_writes_nothing_after_its_stuck_wait(scenarios):
+    """Block 1's stores wait behind a flag nothing sets: its stripes of ``out`` and its atomic adds never reach
+    GM, in the vmapped launch (its control planes traced) and in a concrete one (run on the host) alike."""
+    want_out = X.copy()
+    want_out[2 * R :] = 0  # block 1's two stripes
+    want_acc = np.concatenate([np.full((R, C), 2 * 1), np.full((R, C), 2 * 2)]).astype(np.float32)  # block 0's adds
+    concrete = aj.launch(copy_kernel, {"x": X}, OUTS, block_dim=2, params={"spread": 1, "hang": 1})
+    assert int(concrete.verdict) == V.DEADLOCK
+    for outputs in (jax.tree.map(lambda v: v[HANG], scenarios.outputs), concrete.outputs):
+        np.testing.assert_array_equal(np.asarray(outputs["out"]), want_out)
+        np.testing.assert_array_equal(np.asarray(outputs["acc"]), want_acc)
+
+
 def test_two_blocks_storing_one_region_race(scenarios):
     rep = scenarios.report(index=RACE)
     assert rep.verdict is V.RACE

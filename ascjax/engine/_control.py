@@ -38,6 +38,7 @@ class ControlResult(eqx.Module):
     leave: Int[Array, " N"]  # the cycle it left its pipe, at or before ``end`` (the pipe is free from then) (-1: never)
     source: Int[Array, " N"]  # a wait that ran: the instance whose set (or unit-flag flip) it consumed (-1: none)
     racy: Bool[Array, " N"]  # per instance, it read bytes a write it is not ordered with wrote (RAW): poisoned data
+    ran: Bool[Array, " N"]  # per instance, it started (a deadlock leaves the instances behind the stuck ones undone)
     # two conflicting instances of one core that sync ran against program order (the later one first), or -1
     # (``_checks.reordered``); ``ascjax.planes`` leaves only a pair its data plane could not compute in that order
     reordered: Int[Array, " 2"]
@@ -75,7 +76,7 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     landed = jnp.where(log.end_t >= 0, log.end_t + pl.table[:, Col.FLIGHT], -1)  # a DMA request: after its flight
     return ControlResult(
         findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=landed[:n], leave=log.end_t[:n],
-        source=log.source[:n], racy=racy, reordered=_checks.reordered(st, pairs),
+        source=log.source[:n], racy=racy, ran=log.start_t >= 0, reordered=_checks.reordered(st, pairs),
         deadlocked=m.stuck | ~m.done, events=jnp.sum(events.kind != 0).astype(jnp.int32), machine=m,
     )  # fmt: skip
 
@@ -137,8 +138,8 @@ def run_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, laten
     if array_module(out) is np:  # concrete: trimmed on the host (an eager slice per shape would compile)
         out = jax.device_get(out)
     n, n_all = (record.template.n_instances if options.keep_timeline else 0), record.template.n_instances
-    trimmed = (out.start[:n], out.end[:n], out.leave[:n], out.source[:n], out.racy[:n_all])  # per instance
-    return eqx.tree_at(lambda r: (r.start, r.end, r.leave, r.source, r.racy), out, trimmed)
+    trimmed = (out.start[:n], out.end[:n], out.leave[:n], out.source[:n], out.racy[:n_all], out.ran[:n_all])
+    return eqx.tree_at(lambda r: (r.start, r.end, r.leave, r.source, r.racy, r.ran), out, trimmed)  # per instance
 
 
 def sweep_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, latency: SyncLatency | None = None):

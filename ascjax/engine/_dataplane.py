@@ -336,5 +336,54 @@ class Poison:
         table = self.index.instances.get(self.index.entry_of.get(tag))
         if table is None:
             return jnp.asarray(False)
-        index = tuple(jnp.asarray(i, jnp.int32) for i in loop_index[len(loop_index) - table.ndim :])
-        return jnp.asarray(self.racy)[jnp.asarray(table)[index] if index else int(table)]
+        return jnp.asarray(self.racy)[_at(table, loop_index)]
+
+
+def _at(table: np.ndarray, loop_index):
+    """The element of ``table`` (shaped as an entry's ``PoisonIndex`` table) an issue's loop indices (outermost
+    first) pick: a NumPy scalar outside loops, traced inside one."""
+    index = tuple(jnp.asarray(i, jnp.int32) for i in loop_index[len(loop_index) - table.ndim :])
+    return jnp.asarray(table)[index] if index else table[()]
+
+
+class Ran:
+    """Which issues the control plane's run started: a deadlock leaves the ones behind the stuck instructions
+    undone, and the data plane then writes GM only where the device did (``Program`` skips, or selects under a
+    trace, an issue that writes GM).
+
+    ``never``: a concrete run's instances that never ran (static and hashable: one compiled data plane per set; a
+    run that completes needs no ``Ran``), or ``ran``: a traced run's per-instance flags (``ControlResult.ran``).
+    """
+
+    def __init__(self, index: PoisonIndex, *, never: frozenset | None = None, ran=None):
+        if (never is None) == (ran is None):
+            raise ValueError("Ran takes the instances that never ran (concrete) or the traced flags, one of the two")
+        self.index, self.never, self.flags = index, never, ran
+
+    @classmethod
+    def of(cls, index: PoisonIndex, result: ControlResult) -> Ran | None:
+        """``result``'s run as a ``Ran``: None where every instance ran (nothing to gate)."""
+        if isinstance(result.ran, jax.core.Tracer):
+            return cls(index, ran=result.ran)
+        never = frozenset(int(i) for i in np.flatnonzero(~np.asarray(result.ran)))
+        return cls(index, never=never) if never else None
+
+    def __hash__(self):
+        return hash((self.index, self.never)) if self.flags is None else id(self)
+
+    def __eq__(self, other):
+        if self.flags is not None or not isinstance(other, Ran) or other.flags is not None:
+            return self is other
+        return self.index == other.index and self.never == other.never
+
+    def ran(self, tag, loop_index):
+        """Whether the issue ``tag`` at ``loop_index`` ran: a Python bool where that is known while tracing."""
+        table = self.index.instances.get(self.index.entry_of.get(tag))
+        if table is None:  # an issue of no instance: nothing of it ran or stopped in the control plane's run
+            return True
+        if self.flags is not None:
+            return jnp.asarray(self.flags)[_at(table, loop_index)]
+        undone = np.isin(table, list(self.never))
+        if undone.all() or not undone.any():
+            return not undone.any()
+        return ~_at(undone, loop_index)

@@ -13,6 +13,7 @@ L1/L0 moves) refuse to run on a vector core and vector ops on the cube core.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 
@@ -59,6 +60,19 @@ def _data(instr: isa.Instruction, args: tuple, kwargs: dict, racy, state: State)
         return instr.data(state, *instr.bound, *args, **kwargs)
     finally:
         RACY_READ.reset(token)
+
+
+def _writes_gm(instr: isa.Instruction) -> bool:
+    return any(op.write and Buffer.GM in op.buffers for op in instr.operands)
+
+
+def _gm_if(ran, data, state: State) -> State:
+    """``data(state)`` where ``ran`` (traced) holds; else ``state``'s GM (and its write marks) as they were."""
+    new = data(state)
+    keep = lambda n, o: jnp.where(ran, n, o)  # noqa: E731
+    return dataclasses.replace(
+        new, gm=jax.tree.map(keep, new.gm, state.gm), gm_written=jax.tree.map(keep, new.gm_written, state.gm_written)
+    )
 
 
 def current() -> Program:
@@ -167,6 +181,7 @@ class Program:
         self._trips: list[int] = []  # static trip counts of the open loops
         self._loop_index: list = []  # the (traced) indices of the open loops
         self.poison = None  # the data plane's racy reads, from the control plane (``ascjax.engine._dataplane.Poison``)
+        self.ran = None  # the issues the control plane's run started, where a deadlock left some undone (``Ran``)
         # every issue's tag: (section, region, place in that region), the same in every trace of the kernel: a
         # section is traced once per segment, and a trace that skips a top-level loop's body skips a region
         self._sections = 0
@@ -415,6 +430,12 @@ class Program:
         # the data plane: whether this issue reads racy data (from the control plane), and its data function
         racy = None if self.poison is None else self.poison.racy_read(tag, self._loop_index)
         data = functools.partial(_data, instr, args, {**kwargs, **extra}, racy)
+        if self.ran is not None and _writes_gm(instr):  # GM holds what the device wrote before it stopped
+            ran = self.ran.ran(tag, self._loop_index)
+            if ran is False:
+                return
+            if ran is not True:
+                data = functools.partial(_gm_if, ran, data)
         entry = None if self.emit is None else self.emit.entry_of.get(tag)
         if entry is None:
             self.state = data(self.state)

@@ -443,22 +443,24 @@ def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, 
 
 
 def _launch_data(kernel, chip: Chip, options: Options, inputs: dict, outputs: tuple, params: dict, block_dim: int,
-                 orders, racy, index, no_faults: bool, codes):  # fmt: skip
+                 orders, racy, index, no_faults: bool, codes, ran, ran_index):  # fmt: skip
     """Every block's data plane in the order its control plane ran (``orders``, ``racy``: per block), folded into
-    the merge; the launch's verdict from the blocks' ``codes`` and the merge."""
+    the merge; the launch's verdict from the blocks' ``codes`` and the merge. ``ran``: per block, the instances its
+    control plane started (None: all, in every block), looked up through ``ran_index``."""
     names = tuple(name for name, _ in outputs)
     initial = initial_gm({}, outputs)
 
     def run_block(x):
-        b, order, racy_b = x
+        b, order, racy_b, ran_b = x
         poison = None if index is None else dataplane.Poison(index, racy_b)
+        held = None if ran is None else dataplane.Ran(ran_index, ran=ran_b)
         block = {"block_idx": b, "block_num": block_dim}
         return None, execute_data(
-            kernel, chip, options, inputs, outputs, params, order, poison, block, no_faults=no_faults
+            kernel, chip, options, inputs, outputs, params, order, poison, block, no_faults=no_faults, ran=held
         )
 
     blocks = jnp.arange(block_dim, dtype=jnp.int32)
-    xs = (blocks, orders, blocks if racy is None else racy)
+    xs = (blocks, orders, blocks if racy is None else racy, blocks if ran is None else ran)
     merged, merge, _ = _fold_blocks(names, initial, options.gm_granule_bytes, run_block, xs)
     return {name: merged[name] for name in names}, merge, *_launch_verdict(codes, merge)
 
@@ -489,6 +491,7 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
         schedules = [dataclasses.replace(order, ranks=None) for order in schedules]
     orders = jax.tree.map(stack, *schedules)
     racy, index = (controls.racy, runs[0][2]) if options.poison_races else (None, None)
+    ran = None if np.all(controls.ran) else controls.ran  # a deadlocked block: GM as it left it
     data = _launch_data if traced else _launch_data_jit
     codes = np.asarray(verdict_codes(controls))
     merged, merge, verdict, block = data(
@@ -504,6 +507,8 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
         index,
         all(run[4] for run in runs),
         codes,
+        ran,
+        runs[0][2],
     )
     return LaunchResult(
         outputs=merged, records=records, controls=controls, merge=merge, verdict=verdict, block=block, costs=costs,

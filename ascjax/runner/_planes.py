@@ -50,6 +50,7 @@ def execute_data(
     block: dict | None = None,
     emit: EmitOrder | None = None,
     no_faults: bool = False,
+    ran: dataplane.Ran | None = None,
 ) -> State:
     """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves. The reads
     ``poison`` names racy write NaN (``options.poison_races``). ``block``: a launch's ``{"block_idx": b,
@@ -59,13 +60,15 @@ def execute_data(
     faults (``faults_free``), so with loop lowering on the data functions apply none of their fault conditions:
     each write replaces its tile whole and a loop's iterations can be computed apart. Without lowering the
     writes stay selects: XLA would fuse whole chains of copies into every product's operands and recompute them
-    per element (the 1024^3 matmul's data plane: 48 -> 64 ms)."""
+    per element (the 1024^3 matmul's data plane: 48 -> 64 ms). ``ran``: the issues a deadlocked run started
+    (None: all): an issue that writes GM and never ran leaves GM as it was."""
     names = tuple(name for name, _ in outputs)
     gm = initial_gm(inputs, outputs)
     state = State.create(chip, gm, names, options, track_gm_writes=block is not None)
     program = Program(chip, state, **(block or {}))
     program.sections_runner = lambda prog, plans: dataplane.run_sections(prog, plans, order)
     program.poison = poison
+    program.ran = ran
     program.emit = emit
     token = NO_FAULTS.set(no_faults and options.lower_loops)
     try:
@@ -105,20 +108,21 @@ def planes(
     record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, block=block)
     result = run_control(record, control, sync_latency(costs))
     order = dataplane.schedule(record, result)
-    poison = dataplane.Poison(dataplane.PoisonIndex(record), result.racy) if options.poison_races else None
+    index = dataplane.PoisonIndex(record)
+    poison = dataplane.Poison(index, result.racy) if options.poison_races else None
     emit = None if isinstance(result.start, jax.core.Tracer) else emit_order(record, result)  # concrete: not jitted
     clean = faults_free(record)
-    state = execute_data(
-        kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit, no_faults=clean
-    )
+    state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit,
+                         no_faults=clean, ran=dataplane.Ran.of(index, result))  # fmt: skip
     return state, record, device_order(result, emit)
 
 
 @exact_jit
 def _data_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, order, racy, index, emit,
-              no_faults: bool):  # fmt: skip
+              no_faults: bool, ran):  # fmt: skip
     poison = None if index is None else dataplane.Poison(index, racy)
-    return execute_data(kernel, chip, options, inputs, spec, params, order, poison, emit=emit, no_faults=no_faults)
+    return execute_data(kernel, chip, options, inputs, spec, params, order, poison, emit=emit, no_faults=no_faults,
+                        ran=ran)  # fmt: skip
 
 
 class ControlCache:
@@ -189,8 +193,9 @@ def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions,
 def _data_after(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, record, control_run):
     """The data plane compiled on its own, in the order ``control_run`` (``ControlCache.get``'s) gives."""
     result, order, index, emit, no_faults = control_run
+    ran = dataplane.Ran.of(index, result)  # static: one compiled data plane per set of undone instances
     racy, index = (result.racy, index) if options.poison_races else (None, None)
-    state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit, no_faults)
+    state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit, no_faults, ran)
     return state, record, device_order(result, emit)
 
 
