@@ -1,4 +1,5 @@
-"""Developer sessions: `nox -s tests`, `nox -s lint`, `nox -s slow`, `nox -s docs` (the documentation site)."""
+"""Developer sessions: `nox -s tests`, `nox -s tests_newest_jax`, `nox -s lint`, `nox -s slow`, `nox -s docs` (the
+documentation site)."""
 
 import nox
 
@@ -8,6 +9,14 @@ nox.options.sessions = ["lint", "tests"]
 @nox.session
 def tests(session):
     session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "-q", *session.posargs)
+
+
+@nox.session(python="3.12")
+def tests_newest_jax(session):
+    """The suite on the newest JAX and jaxlib, which need Python 3.12 (CI's Python 3.11 stops at jax 0.10)."""
+    session.install("-e", ".[test]")
+    session.install("--upgrade", "jax", "jaxlib")
     session.run("python", "-m", "pytest", "-q", *session.posargs)
 
 
