@@ -107,9 +107,11 @@ def test_vector_cast():
     plain = aj.run(_cast_kernel, {"x": x, "y": y}, VECTOR_OUT, sanitize=False).outputs
     assert np.isinf(np.asarray(plain["h"], np.float32)).any()  # the vector cast does not saturate floats
 
-    # without the STE a directed float rounding cannot be differentiated (nextafter has no derivative)
-    with pytest.raises(NotImplementedError, match="nextafter"):
-        jax.grad(lambda x, y: _vector_loss(False)(x, y)[0], argnums=(0, 1))(x, y)
+    # without the STE a directed float rounding cannot be differentiated where JAX has no rule for nextafter
+    # (before 0.12; later versions give it one)
+    if tuple(int(part) for part in jax.__version__.split(".")[:2]) < (0, 12):
+        with pytest.raises(NotImplementedError, match="nextafter"):
+            jax.grad(lambda x, y: _vector_loss(False)(x, y)[0], argnums=(0, 1))(x, y)
 
     (_, out), (gx, gy) = jax.value_and_grad(_vector_loss(True), argnums=(0, 1), has_aux=True)(x, y)
     for name in VECTOR_OUT:
