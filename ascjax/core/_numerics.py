@@ -10,9 +10,10 @@ except ImportError:  # pragma: no cover - a JAX without it: every program keeps 
     _outside_transformations = lambda: False  # noqa: E731
 
 #: XLA may keep f16 and bf16 intermediates in float32 ("excess precision", on by default). On a GPU it then drops a
-#: float32 -> f16 -> float32 round trip and fuses low-precision chains without rounding between their operations,
-#: which changes the bits of the directed-rounding casts and of f16/bf16 vector chains (measured on an H200: 10
-#: bit-exactness tests fail with it on, none with it off). The programs ascjax compiles itself switch it off.
+#: float32 -> f16 -> float32 round trip, and it may compute low-precision chains without rounding between their
+#: operations: the bits of the directed-rounding casts change (measured on an H200: 10 bit-exactness tests fail with
+#: it on, none with it off), and those of f16/bf16 vector chains can. The programs ascjax compiles itself switch it
+#: off.
 EXACT_COMPILE = {"xla_allow_excess_precision": False}
 
 
