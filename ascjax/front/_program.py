@@ -67,12 +67,14 @@ def _writes_gm(instr: isa.Instruction) -> bool:
 
 
 def _gm_if(ran, data, state: State) -> State:
-    """``data(state)`` where ``ran`` (traced) holds; else ``state``'s GM (and its write marks) as they were."""
+    """``data(state)`` where ``ran`` (traced) holds; else ``state``'s GM (and its write marks) as they were. Only
+    the tensors the issue replaced are selected."""
     new = data(state)
-    keep = lambda n, o: jnp.where(ran, n, o)  # noqa: E731
-    return dataclasses.replace(
-        new, gm=jax.tree.map(keep, new.gm, state.gm), gm_written=jax.tree.map(keep, new.gm_written, state.gm_written)
-    )
+
+    def keep(now: dict, before: dict) -> dict:
+        return {k: v if v is before[k] else jnp.where(ran, v, before[k]) for k, v in now.items()}
+
+    return dataclasses.replace(new, gm=keep(new.gm, state.gm), gm_written=keep(new.gm_written, state.gm_written))
 
 
 def current() -> Program:
