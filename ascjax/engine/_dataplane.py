@@ -317,6 +317,10 @@ class PoisonIndex:
     def __eq__(self, other):
         return isinstance(other, PoisonIndex) and self._key == other._key
 
+    def table(self, tag):
+        """The instances of the issue ``tag`` indexed by its loops' indices (None: an issue of no instance)."""
+        return self.instances.get(self.entry_of.get(tag))
+
 
 class Poison:
     """``poison_races`` on the data plane: which issues read racy data, from the control plane's run.
@@ -333,7 +337,7 @@ class Poison:
 
     def racy_read(self, tag, loop_index):
         """Whether the issue ``tag`` at loop indices ``loop_index`` (outermost first) reads racy data."""
-        table = self.index.instances.get(self.index.entry_of.get(tag))
+        table = self.index.table(tag)
         if table is None:
             return jnp.asarray(False)
         return jnp.asarray(self.racy)[_at(table, loop_index)]
@@ -378,7 +382,7 @@ class Ran:
 
     def ran(self, tag, loop_index):
         """Whether the issue ``tag`` at ``loop_index`` ran: a Python bool where that is known while tracing."""
-        table = self.index.instances.get(self.index.entry_of.get(tag))
+        table = self.index.table(tag)
         if table is None:  # an issue of no instance: nothing of it ran or stopped in the control plane's run
             return True
         if self.flags is not None:

@@ -62,10 +62,6 @@ def _data(instr: isa.Instruction, args: tuple, kwargs: dict, racy, state: State)
         RACY_READ.reset(token)
 
 
-def _writes_gm(instr: isa.Instruction) -> bool:
-    return any(op.write and Buffer.GM in op.buffers for op in instr.operands)
-
-
 def _gm_if(ran, data, state: State) -> State:
     """``data(state)`` where ``ran`` (traced) holds; else ``state``'s GM (and its write marks) as they were. Only
     the tensors the issue replaced are selected."""
@@ -432,7 +428,7 @@ class Program:
         # the data plane: whether this issue reads racy data (from the control plane), and its data function
         racy = None if self.poison is None else self.poison.racy_read(tag, self._loop_index)
         data = functools.partial(_data, instr, args, {**kwargs, **extra}, racy)
-        if self.ran is not None and _writes_gm(instr):  # GM holds what the device wrote before it stopped
+        if self.ran is not None and instr.writes_gm:  # GM holds what the device wrote before it stopped
             ran = self.ran.ran(tag, self._loop_index)
             if ran is False:
                 return

@@ -113,6 +113,11 @@ class Instruction:
                     )
 
     @property
+    def writes_gm(self) -> bool:
+        """Whether an operand it writes may name a GM tensor (a store, a fixpipe to GM)."""
+        return any(op.write and Buffer.GM in op.buffers for op in self.operands)
+
+    @property
     def signature(self) -> inspect.Signature:
         """The signature users call: the data function's, less the state, the bound arguments and ``sub``."""
         params = [p for p in inspect.signature(self.data).parameters.values() if p.name not in _MACHINE_PARAMS]

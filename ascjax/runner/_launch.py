@@ -443,17 +443,18 @@ def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, 
 
 
 def _launch_data(kernel, chip: Chip, options: Options, inputs: dict, outputs: tuple, params: dict, block_dim: int,
-                 orders, racy, index, no_faults: bool, codes, ran, ran_index):  # fmt: skip
-    """Every block's data plane in the order its control plane ran (``orders``, ``racy``: per block), folded into
-    the merge; the launch's verdict from the blocks' ``codes`` and the merge. ``ran``: per block, the instances its
-    control plane started (None: all, in every block), looked up through ``ran_index``."""
+                 orders, racy, index, no_faults: bool, codes, ran):  # fmt: skip
+    """Every block's data plane in the order its control plane ran (``orders``, ``racy``: per block, None with
+    ``poison_races`` off), folded into the merge; the launch's verdict from the blocks' ``codes`` and the merge.
+    ``ran``: per block, the instances its control plane started (None: all, in every block). ``index`` finds an
+    issue's instance in both."""
     names = tuple(name for name, _ in outputs)
     initial = initial_gm({}, outputs)
 
     def run_block(x):
         b, order, racy_b, ran_b = x
-        poison = None if index is None else dataplane.Poison(index, racy_b)
-        held = None if ran is None else dataplane.Ran(ran_index, ran=ran_b)
+        poison = None if racy is None else dataplane.Poison(index, racy_b)
+        held = None if ran is None else dataplane.Ran(index, ran=ran_b)
         block = {"block_idx": b, "block_num": block_dim}
         return None, execute_data(
             kernel, chip, options, inputs, outputs, params, order, poison, block, no_faults=no_faults, ran=held
@@ -490,7 +491,7 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
     if len({order.ranks for order in schedules}) > 1:  # each block's segments chosen as it runs
         schedules = [dataclasses.replace(order, ranks=None) for order in schedules]
     orders = jax.tree.map(stack, *schedules)
-    racy, index = (controls.racy, runs[0][2]) if options.poison_races else (None, None)
+    racy = controls.racy if options.poison_races else None
     ran = None if np.all(controls.ran) else controls.ran  # a deadlocked block: GM as it left it
     data = _launch_data if traced else _launch_data_jit
     codes = np.asarray(verdict_codes(controls))
@@ -504,11 +505,10 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
         block_dim,
         orders,
         racy,
-        index,
+        runs[0][2],
         all(run[4] for run in runs),
         codes,
         ran,
-        runs[0][2],
     )
     return LaunchResult(
         outputs=merged, records=records, controls=controls, merge=merge, verdict=verdict, block=block, costs=costs,
