@@ -29,6 +29,7 @@ from ascjax.engine import (
     verdict,
 )
 from ascjax.engine._log import ENTRY, KIND, OTHER
+from ascjax.engine._tables import static
 
 TILE_BYTES = 128 * 128 * 4  # one 128x128 float32 L0C tile
 TILE_BLOCKS = TILE_BYTES // UNIT_FLAG_BLOCK_BYTES
@@ -456,6 +457,31 @@ def test_the_control_plane_program_does_not_grow_with_the_kernel():
         return len(jax.make_jaxpr(lambda op: run_control(type(rec)(rec.template, op)))(rec.operands).eqns)
 
     assert size(4) == size(64)
+
+
+def test_a_record_past_the_size_classes_finds_the_same_compiled_quick_or_optimised():
+    """Its own program is compiled for a quick first run (LLVM unoptimised) or, for a launch's blocks, optimised: the
+    control plane computes integers, so both find the same (here: a race, its uninitialised read, a leftover set,
+    every timeline entry)."""
+    b = RecordBuilder()
+    ub, gm = b.space("UB0", 8192), b.space("GM:x", 8192, initialised=True)
+    pairs = (("MTE2", "V"), ("V", "MTE3"), ("MTE3", "MTE2"))
+    with b.on(AIV0):
+        for event_id in range(8):  # 24 flags: past every size class's 16
+            for src, dst in pairs:
+                b.set_flag(src, dst, event_id)
+        for event_id in range(8):
+            for src, dst in pairs:
+                b.wait_flag(src, dst, event_id)
+        b.instruction("copy_gm2ub", "MTE2", reads=[(gm, (0, 512))], writes=[(ub, (0, 512))])
+        b.instruction("vadd", "V", reads=[(ub, (0, 512))])  # no flag after the copy: a race
+        b.set_flag("V", "MTE2", 0)  # never waited for: left set
+    rec = b.build()
+    assert not static(rec.template, ControlOptions(), True).shared
+    quick, optimised = run_control(rec), run_control(rec, quick=False)
+    assert kinds(quick) == {Finding.RACE, Finding.UNINITIALIZED, Finding.LEFTOVER}
+    for a, b in zip(jax.tree.leaves(quick), jax.tree.leaves(optimised), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_jit_and_eager_agree():

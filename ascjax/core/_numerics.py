@@ -17,17 +17,22 @@ except ImportError:  # pragma: no cover - a JAX without it: every program keeps 
 EXACT_COMPILE = {"xla_allow_excess_precision": False}
 
 
-def exact_jit(fun):
-    """``eqx.filter_jit(fun)``, compiled with ``EXACT_COMPILE`` when it is called outside any JAX transformation.
+def jit_outside(fun, compiler_options: dict):
+    """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` when it is called outside any JAX transformation.
 
     JAX refuses compiler options on a program nested in another's trace: inside a ``jax.jit``, ``vmap`` or ``grad``
-    of the user's, the enclosing program's options apply (``XLA_FLAGS=--xla_allow_excess_precision=false`` gives
-    the device's bits there too).
+    of the user's, the enclosing program's options apply.
     """
-    exact, plain = eqx.filter_jit(fun, compiler_options=EXACT_COMPILE), eqx.filter_jit(fun)
+    own, plain = eqx.filter_jit(fun, compiler_options=compiler_options), eqx.filter_jit(fun)
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        return (exact if _outside_transformations() else plain)(*args, **kwargs)
+        return (own if _outside_transformations() else plain)(*args, **kwargs)
 
     return call
+
+
+def exact_jit(fun):
+    """``fun`` compiled with ``EXACT_COMPILE`` outside transformations (``jit_outside``); inside a user's own
+    transformation, ``XLA_FLAGS=--xla_allow_excess_precision=false`` gives the device's bits too."""
+    return jit_outside(fun, EXACT_COMPILE)

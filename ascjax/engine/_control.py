@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Int
 
-from ..core import RAW, HostFirst, array_module, host_call
+from ..core import RAW, HostFirst, array_module, host_call, jit_outside
 from . import _checks
 from ._log import KIND, ranked
 from ._machine import Col, Machine, execute, plan
@@ -81,9 +81,13 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     )  # fmt: skip
 
 
-#: A size class's program serves many small records and runs in milliseconds, so it is compiled for a quick first
-#: run: LLVM without optimisation compiles it in two thirds of the time (the seed K-loop's: 3.2 -> 2.1 s) and runs it
-#: 2-5x slower (2 -> 4 ms); a record past the classes, or one inside a bigger program, is optimised as usual.
+#: A control-plane program outside other transformations mostly runs once per compile (a size class's: in
+#: milliseconds, for a few small records; a record past the classes: its own program, its result cached), so it is
+#: compiled for a quick first run. LLVM without optimisation compiles the seed K-loop's size class in two thirds of
+#: the time (3.2 -> 2.1 s) and flash attention's own program (bf16, seq 256, 506 instances) in 3.0-3.9 s instead of
+#: 5.0-5.6 s, and runs them 2-5x slower (2 -> 4 ms; 27 -> 105 ms). The control plane computes integers only, so its
+#: results do not depend on how it is optimised. Inside a bigger program (a sweep, a traced launch) it is optimised
+#: with it, and the blocks of a launch, many records of one template, run an optimised program (``quick=False``).
 QUICK_COMPILE = {"xla_backend_optimization_level": 0}
 #: What a size class's program costs to trace, lower and compile so (2.5-3.5 s on a 2-core x86 VM), and what the host
 #: takes per instance of a record to evaluate the control plane specialised to it (its own buckets and only the sync
@@ -93,7 +97,8 @@ QUICK_COMPILE = {"xla_backend_optimization_level": 0}
 #: for no compile, and a process that runs many records compiles the class's program once.
 CONTROL_COMPILE_S = 3.0
 HOST_S_PER_INSTANCE = 0.008
-_run_jit = eqx.filter_jit(_run)
+_run_jit = jit_outside(_run, QUICK_COMPILE)
+_run_optimised = eqx.filter_jit(_run)
 _run_shared = HostFirst(eqx.filter_jit(_run, compiler_options=QUICK_COMPILE), CONTROL_COMPILE_S)
 
 
@@ -115,8 +120,14 @@ def _pad_operands(op: dict, st: Static) -> dict:
     return out
 
 
-def run_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, latency: SyncLatency | None = None):
+def run_control(
+    record: Record, options: ControlOptions = DEFAULT_OPTIONS, latency: SyncLatency | None = None, *, quick: bool = True
+):
     """Execute ``record``'s control plane; returns a ``ControlResult``.
+
+    ``quick``: a record past the size classes, run outside transformations, gets a program of its own, compiled for
+    a quick first run (``QUICK_COMPILE``); False compiles it optimised, for a caller that runs many records of one
+    template (the blocks of a launch).
 
     Pure and jittable; ``vmap`` it over records whose operands carry a batch axis (see ``sweep_control``).
     The timeline (``start``, ``end``) is indexed by instance; a deadlock leaves unexecuted ones at -1.
@@ -134,7 +145,7 @@ def run_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, laten
 
         out = _run_shared((st, ops, lat, options), on_host, HOST_S_PER_INSTANCE * record.template.n_instances)
     else:
-        out = _run_jit(st, ops, lat, options)
+        out = (_run_jit if quick else _run_optimised)(st, ops, lat, options)
     if array_module(out) is np:  # concrete: trimmed on the host (an eager slice per shape would compile)
         out = jax.device_get(out)
     n, n_all = (record.template.n_instances if options.keep_timeline else 0), record.template.n_instances

@@ -479,12 +479,13 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
     with jax.core.eval_context():  # on the host's values, whatever trace encloses the call
         shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()} if traced else inputs
         records, latency = record_on_host(kernel, chip, costs, shapes, outputs, params, traced, block_dim)
-        runs = [
+        runs = [  # the blocks share one template: a program of its own is worth optimising for several
             CONTROL_CACHE.get(
-                Record(records.template, {k: v[b] for k, v in records.operands.items()}), control, latency
+                Record(records.template, {k: v[b] for k, v in records.operands.items()}), control, latency,
+                quick=block_dim == 1,
             )
             for b in range(block_dim)
-        ]
+        ]  # fmt: skip
     stack = lambda *xs: np.stack([np.asarray(x) for x in xs])  # noqa: E731
     controls = jax.tree.map(_stack_padded, *[run[0] for run in runs])
     schedules = [run[1] for run in runs]

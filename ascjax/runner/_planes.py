@@ -141,9 +141,9 @@ class ControlCache:
         """Forget every result (the next run of each record runs its control plane)."""
         self._entries.clear()
 
-    def get(self, record, control: ControlOptions, latency):
+    def get(self, record, control: ControlOptions, latency, *, quick: bool = True):
         """``(result, schedule, poison index, emit order, faults free)`` for ``record``: cached, or from one
-        control-plane run."""
+        control-plane run (``quick``: as ``run_control``'s)."""
         digest = hashlib.blake2b(repr(control).encode(), digest_size=16)
         operands, latency_leaves = jax.device_get((record.operands, jax.tree.leaves(latency)))  # one transfer
         for name, x in sorted(operands.items()) + [(str(i), x) for i, x in enumerate(latency_leaves)]:
@@ -157,7 +157,7 @@ class ControlCache:
             return hit[1:]
         self.misses += 1
         host = Record(record.template, operands)
-        result = run_control(host, control, latency)  # the host copy: no second transfer
+        result = run_control(host, control, latency, quick=quick)  # the host copy: no second transfer
         order, index = dataplane.schedule(record, result), dataplane.PoisonIndex(record)
         entry = (record.template, result, order, index, emit_order(record, result), faults_free(host))
         self._entries[key] = entry
