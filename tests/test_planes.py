@@ -235,6 +235,24 @@ def test_a_run_on_other_inputs_reuses_the_control_plane_and_other_operands_do_no
     assert found.report().verdict is not first.report().verdict
 
 
+def test_runs_that_differ_only_in_the_sanitizer_share_one_compiled_data_plane(monkeypatch):
+    """``Options.sanitize`` is the control plane's alone: switching it off traces no second data plane, and the
+    outputs are the same bits; ``poison_races``, which the data plane reads, does trace one."""
+    from ascjax.runner import _planes
+
+    traced = []
+    execute = _planes.execute_data
+    monkeypatch.setattr(_planes, "execute_data", lambda *a, **kw: traced.append(a[2]) or execute(*a, **kw))
+    case = matmul_case(128, 256, 128)  # shapes no other test of this file runs: its first trace here
+    run = lambda **options: aj.run(case.kernel, case.inputs, case.outputs, params=case.params,  # noqa: E731
+                                   options=aj.Options(**options))  # fmt: skip
+    checked, unchecked = run(), run(sanitize=False)
+    assert traced == [aj.Options()]
+    np.testing.assert_array_equal(np.asarray(checked.outputs["c"]), np.asarray(unchecked.outputs["c"]))
+    run(poison_races=True)
+    assert traced == [aj.Options(), aj.Options(poison_races=True)]
+
+
 def test_a_transformation_of_the_data_alone_reuses_the_control_plane():
     """Under ``jit`` / ``vmap`` / ``grad`` of the inputs only, the record comes from the inputs' shapes and the
     control plane runs once, concretely: a second jitted call on other data runs no control plane, the outputs are

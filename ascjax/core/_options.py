@@ -37,3 +37,8 @@ class Options:
     def __post_init__(self):
         if self.gm_granule_bytes <= 0 or self.gm_granule_bytes & (self.gm_granule_bytes - 1):
             raise ValueError(f"gm_granule_bytes must be a power of two, got {self.gm_granule_bytes}")
+
+    def for_data_plane(self) -> Options:
+        """These options as the data plane reads them: ``sanitize`` is the control plane's alone, so runs that differ
+        only in it share one compiled data plane."""
+        return dataclasses.replace(self, sanitize=True)

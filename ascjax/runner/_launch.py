@@ -499,7 +499,7 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
     merged, merge, verdict, block = data(
         kernel,
         chip,
-        options,
+        options.for_data_plane(),
         inputs,
         outputs,
         params,

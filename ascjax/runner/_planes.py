@@ -195,7 +195,8 @@ def _data_after(kernel, chip: Chip, options: Options, inputs, spec: tuple, param
     result, order, index, emit, no_faults = control_run
     ran = dataplane.Ran.of(index, result)  # static: one compiled data plane per set of undone instances
     racy, index = (result.racy, index) if options.poison_races else (None, None)
-    state = _data_jit(kernel, chip, options, inputs, spec, params, order, racy, index, emit, no_faults, ran)
+    state = _data_jit(kernel, chip, options.for_data_plane(), inputs, spec, params, order, racy, index, emit, no_faults,
+                      ran)  # fmt: skip
     return state, record, device_order(result, emit)
 
 
