@@ -1,11 +1,13 @@
 """The command line: list cases, run one, JSON output, exit codes."""
 
 import json
+import pathlib
 import subprocess
 import sys
 
 from conftest import KERNELS, ROOT
 
+from ascjax.tools import cli
 from ascjax.tools.cli import main
 
 
@@ -13,6 +15,20 @@ def test_list(capsys):
     assert main(["list", str(KERNELS / "unit_flag.py")]) == 0
     out = capsys.readouterr().out
     assert "unit_flag.py::seed000_error1" in out and "unit_flag.py::kloop_f16" in out
+
+
+def test_the_installed_ascjax_command_runs_the_command_line():
+    """``pip install`` puts an ``ascjax`` command beside the interpreter: its entry is the one ``python -m ascjax``
+    runs, and it lists a kernel's cases and exits 2 on a mistake."""
+    from importlib.metadata import entry_points
+
+    (entry,) = entry_points(group="console_scripts", name="ascjax")
+    assert entry.load() is cli.console
+    command = pathlib.Path(sys.executable).with_name("ascjax")
+    done = subprocess.run([str(command), "list", str(KERNELS / "unit_flag.py")], capture_output=True, text=True)
+    assert done.returncode == 0 and "unit_flag.py::seed000_error1" in done.stdout, done.stderr
+    wrong = subprocess.run([str(command), "list", str(KERNELS / "no_such_file.py")], capture_output=True, text=True)
+    assert wrong.returncode == 2 and wrong.stderr.startswith("error: cannot list:"), wrong.stderr
 
 
 def test_list_refuses_a_file_that_is_not_python(tmp_path, capsys):

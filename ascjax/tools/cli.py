@@ -17,6 +17,7 @@ import numpy as np
 from ..core._chip import CHIPS
 from ..report import _timeline as timeline
 from ._case import build_case, load_cases, run_case, split_target
+from ._compile_cache import enable_compile_cache
 from ._manifest import MANIFEST
 from .compare import compare_files
 from .golden import write_golden
@@ -282,3 +283,10 @@ def main(argv=None) -> int:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"error: cannot {args.command}: {type(exc).__name__}: {message}", file=sys.stderr)
         return 2
+
+
+def console() -> None:
+    """The ``ascjax`` command and ``python -m ascjax``: the compile cache on (a second run of the same kernel starts
+    in seconds), then ``main``'s exit status."""
+    enable_compile_cache()
+    sys.exit(main())
