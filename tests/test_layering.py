@@ -8,7 +8,9 @@ sit above them.
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
+import re
 
 import pytest
 
@@ -91,3 +93,36 @@ def test_the_checker_sees_a_wrong_import(tmp_path):
     ops_probe.parent.mkdir(parents=True)
     ops_probe.write_text("from .._registry import register\nfrom . import cube\nfrom ...core import Pipe\n")
     assert _imports(ops_probe, tmp_path / "ascjax", depth=2) == {"isa._registry", "isa.ops", "core"}
+
+
+#: Where the package names its own modules and objects in words: the docs, the README, the folders' READMEs and the
+#: docstrings and comments of the source.
+NAMED_IN = [*PACKAGE.parent.joinpath("docs").rglob("*.md"), PACKAGE.parent / "README.md", *PACKAGE.rglob("*.md"),
+            *PACKAGE.rglob("*.py")]  # fmt: skip
+DOTTED = re.compile(r"\bascjax(?:\.[A-Za-z_]\w*)+")
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` (``ascjax.x.y``) is a module of the package or an attribute of one."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for part in parts[i:]:
+                found = getattr(found, part)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def test_every_ascjax_name_in_the_docs_and_the_source_resolves():
+    """A module moved between layers leaves no stale ``ascjax.x`` behind in words (the installed ``ascjax`` command
+    once named ``ascjax.cli``, which had moved to ``ascjax.tools.cli``)."""
+    named = {m.group(0).rstrip(".") for path in NAMED_IN for m in DOTTED.finditer(path.read_text(errors="ignore"))}
+    assert len(named) > 50
+    assert [name for name in sorted(named) if not _resolves(name)] == []
+    assert not _resolves("ascjax.cli") and not _resolves("ascjax.runner._planes.no_such_name")

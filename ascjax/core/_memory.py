@@ -35,7 +35,7 @@ class Tile:
     addr: int  # byte address inside the buffer
     rows: int
     cols: int
-    dtype: str  # canonical dtype name, see ascjax.dtypes
+    dtype: str  # canonical dtype name, see ascjax.core._dtypes
     fmt: Format
 
     @property

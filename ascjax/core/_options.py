@@ -17,7 +17,7 @@ class Options:
     - ``gm_granule_bytes``: the GM granule of a launch's merge (32 B, the DMA burst): two blocks
       writing one granule, one with a plain store, race.
     - ``straight_through``: differentiate through rounding and saturation with the
-      straight-through estimator (``ascjax.straight_through``): vector ``cast`` and the fixpipe's
+      straight-through estimator (``ascjax.core._straight_through``): vector ``cast`` and the fixpipe's
       quantisation keep their bit-exact outputs, and the gradient passes each rounding step as the
       identity (a scale before it keeps its factor). Integer and code (HiFloat8) outputs still
       stop the gradient. Off, those gradients are zero or fail (docs/numerics.md).

@@ -6,7 +6,7 @@ function, sync instructions compute nothing, and a core's instructions run in pr
 
 Concurrent sections hand data to each other at their cross-core waits, so their order comes
 from the control plane, which has executed the record already (``schedule``). Each section is
-cut at its cross-core waits into segments (the discovery of ``ascjax.sections``); a segment is
+cut at its cross-core waits into segments (the discovery of ``ascjax.engine._sections``); a segment is
 keyed by the cycle its leading wait started in the control plane (the running maximum over its
 section, so a section's keys never fall), and the segments of all sections run in key order.
 A set's segment therefore runs before the segment of every wait that took its signal, and for a

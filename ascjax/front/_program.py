@@ -167,7 +167,7 @@ class Program:
         self.allocator = Allocator(chip)
         self._depth = 0
         self.subblock: int | None = None  # None: ops run on the AIC; 0 / 1: on that AIV
-        self.gate = None  # while a concurrent section is traced: which of its ops run (ascjax.sections)
+        self.gate = None  # while a concurrent section is traced: which of its ops run (ascjax.engine._sections)
         self._pending: list = []  # top-level sections declared and not yet run
         self._freed: dict = {}  # tile -> the kernel line that freed it
         self.gm_named: set[str] = set()  # GM tensors the kernel's ops named
@@ -299,7 +299,7 @@ class Program:
         """The cube core's program ``body()``. Usable as a decorator.
 
         Declared at the kernel's top level, sections run together, concurrently (see
-        ``ascjax.sections``), before the next top-level op or at the end of the kernel;
+        ``ascjax.engine._sections``), before the next top-level op or at the end of the kernel;
         inside a loop or branch a section runs at once, in issue order.
         """
         plan = Plan(core=0, call=body, subblock=None, regions=[], serial=self._next_section())

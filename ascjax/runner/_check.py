@@ -1,6 +1,6 @@
 """``check``: a kernel's synchronisation checked without computing data (a dry run), every finding ranked.
 
-The kernel is recorded by its front end (``ascjax.run.record_kernel``) and its record run by the
+The kernel is recorded by its front end (``ascjax.front.record_kernel``) and its record run by the
 control plane (semantics §8: per-pipe queues with decoupled issue, flags, unit flags, cross-core
 counters, happens-before). Nothing is computed but the sync hardware, so a check is fast; it
 reports every finding, most severe first, as ``run`` does beside the data it computes.

@@ -2,7 +2,7 @@
 
 The kernel is traced and compiled once for every block, and each block reads its index with
 ``pl.get_block_idx()`` / ``k.block_idx`` (traced, so every block has the same record template and its own
-operands). Each block runs on the two planes (``ascjax.planes``): the control plane checks its
+operands). Each block runs on the two planes (``ascjax.runner._planes.planes``): the control plane checks its
 synchronisation, the data plane computes its GM. The blocks run one after another (a ``lax.scan``), so a
 block's branches (a ``cond``, the section scheduler's choice of segment) stay branches; with
 ``block_parallel=True`` they are one ``jax.vmap``, which runs every branch of every block and

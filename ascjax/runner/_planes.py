@@ -2,7 +2,7 @@
 
 ``planes`` traces the kernel twice into one program. The first trace records it
 (``record_kernel``) and the control plane executes the record: the sync hardware of semantics
-§8, every finding ranked, the timeline. The second trace computes the data (``ascjax.dataplane``):
+§8, every finding ranked, the timeline. The second trace computes the data (``ascjax.engine._dataplane``):
 each instruction's data function on a data-only state, concurrent sections in the order the
 control plane ran them.
 

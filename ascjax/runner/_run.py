@@ -1,6 +1,6 @@
 """``run``: a kernel on one AI Core block, on the two planes, under ``jax.jit``: outputs, verdict, every finding.
 
-The kernel is traced twice into one compiled program (``ascjax.planes``): the control plane runs
+The kernel is traced twice into one compiled program (``ascjax.runner._planes.planes``): the control plane runs
 its record (the sync hardware of semantics §8, every finding ranked, the timeline) and the data
 plane computes its buffers. A ``Result`` holds both; under ``vmap`` it holds a batch of each.
 """
@@ -91,7 +91,7 @@ class Result(eqx.Module):
         return CheckResult.of(record, control, self.chip, costs)
 
     def findings(self, index: int | None = None) -> tuple:
-        """Every finding in words, most severe first (``ascjax.FindingText``)."""
+        """Every finding in words, most severe first (``ascjax.report.FindingText``)."""
         return self.checked(index).findings
 
     def timeline(self, index: int | None = None, advice: bool = False) -> Timeline:

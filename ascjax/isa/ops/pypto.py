@@ -3,7 +3,7 @@
 A phase drives the unit flag (``AccPhase``/``STPhase``: Partial = KEEP, Final = UPDATE).
 Without a phase the framework inserts a software sync after the matmul (set on M) and before
 the store (wait on FIX); with a phase it inserts none (seed 000). The recorder
-(``ascjax.recorder``) records that pair for the control plane: a phase-less store is ordered
+(``ascjax.front._recorder``) records that pair for the control plane: a phase-less store is ordered
 after the last phase-less matmul of its tile. Phases may be traced (0 = no phase), so one
 compiled kernel sweeps every combination.
 """
