@@ -69,6 +69,10 @@ def test_shapes_indexing_and_reductions_match():
             jax.lax.dynamic_slice(m, (i, 2), (2, 3)), jax.lax.dynamic_update_slice(m, m[:1, :2], (i, 5)),
             m.sum(0), m.max(1), m.min(), jnp.argmax(m, 1), jnp.argmin(m, 0), jnp.cumsum(m, 1), jnp.any(m > 3, 0),
             jnp.where(m > 0, m, -m), jnp.broadcast_to(m[:, :1], (4, 6)), jnp.arange(5) * i,
+            # whole rows at a batch of indices (clamped, or filled where they leave the rows); a broadcast past the
+            # size the evaluator writes out
+            m[jnp.asarray([[-9, 7], [i, 1]])], jnp.take(m, jnp.asarray([[1, 9], [-2, i]]), axis=0, mode="fill", fill_value=-5),
+            jnp.broadcast_to(i, (70, 70)), jnp.broadcast_to(m[:1] * i, (8, 6)),
         )  # fmt: skip
 
     _check(f, m, jnp.int32(2))

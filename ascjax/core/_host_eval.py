@@ -20,6 +20,7 @@ bit alike on both paths (``tests/test_host_eval.py``).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from jax import lax
@@ -61,10 +62,20 @@ def _convert(x, *, new_dtype, **_):
     return x.astype(new)
 
 
+#: Elements up to which a broadcast is written out (a copy is cheaper than NumPy's strided view of a small array).
+SMALL_BROADCAST_ELEMENTS = 4096
+
+
 def _broadcast_in_dim(x, *, shape, broadcast_dimensions, **_):
+    if x.shape == tuple(shape):
+        return x
     kept = [1] * len(shape)
     for src, dst in enumerate(broadcast_dimensions):
         kept[dst] = x.shape[src]
+    if math.prod(shape) <= SMALL_BROADCAST_ELEMENTS:
+        out = np.empty(shape, x.dtype)
+        out[...] = x.reshape(kept)
+        return out
     return np.broadcast_to(x.reshape(kept), shape)
 
 
@@ -85,7 +96,7 @@ def _slice(x, *, start_indices, limit_indices, strides=None, **_):
 
 
 def _clamped_starts(x_shape, sizes, starts):
-    return [int(np.clip(int(s), 0, n - k)) for s, n, k in zip(starts, x_shape, sizes)]
+    return [min(max(int(s), 0), n - k) for s, n, k in zip(starts, x_shape, sizes)]
 
 
 def _dynamic_slice(x, *starts, slice_sizes, **_):
@@ -161,16 +172,34 @@ def _index_grid(operand_ndim: int, indices, start_map, batch_operand_dims, batch
     return starts
 
 
+def _takes_rows(operand, indices, dn, slice_sizes) -> bool:
+    """Whether a gather is ``operand[indices[..., 0]]``: whole rows of the leading axis, one per index, in order."""
+    n_batch = indices.ndim - 1
+    return (
+        operand.ndim >= 1 and indices.shape[-1:] == (1,) and tuple(dn.start_index_map) == (0,)
+        and tuple(dn.collapsed_slice_dims) == (0,) and not dn.operand_batching_dims
+        and tuple(slice_sizes) == (1, *operand.shape[1:])
+        and tuple(dn.offset_dims) == tuple(range(n_batch, n_batch + operand.ndim - 1))
+    )  # fmt: skip
+
+
 def _gather(operand, indices, *, dimension_numbers, slice_sizes, mode, fill_value=None, **_):
     """XLA's gather (``lax.gather``): a window of ``slice_sizes`` at each start index, clamped into the operand
     (or, in fill mode, the fill value where a window leaves it)."""
     dn = dimension_numbers
     batch_shape = indices.shape[:-1]
+    if _takes_rows(operand, indices, dn, slice_sizes):  # x[i]: whole rows at the indices
+        rows = indices[..., 0]
+        values = operand[np.minimum(np.maximum(rows, 0), operand.shape[0] - 1)]
+        if mode == lax.GatherScatterMode.FILL_OR_DROP:
+            outside = ((rows < 0) | (rows >= operand.shape[0])).reshape(rows.shape + (1,) * (operand.ndim - 1))
+            values = np.where(outside, _fill_value(operand.dtype, fill_value), values)
+        return values
     starts = _index_grid(operand.ndim, indices, dn.start_index_map, dn.operand_batching_dims,
                          dn.start_indices_batching_dims)  # fmt: skip
     upper = np.asarray(operand.shape, np.int64) - np.asarray(slice_sizes, np.int64)
     outside = np.any((starts < 0) | (starts > upper), axis=1)
-    starts = np.clip(starts, 0, upper)
+    starts = np.minimum(np.maximum(starts, 0), upper)
     grid = np.meshgrid(*[np.arange(k) for k in slice_sizes], indexing="ij")
     window = tuple(starts[:, d].reshape((-1,) + (1,) * operand.ndim) + grid[d][None] for d in range(operand.ndim))
     values = operand[window]
@@ -242,15 +271,17 @@ def _ufunc(fn):
     return apply
 
 
+#: The element-wise primitives NumPy computes as XLA does, by name (see ``_ufunc``).
+_ELEMENTWISE = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _int_div, "rem": _rem,
+    "max": np.maximum, "min": np.minimum, "neg": np.negative, "sign": _sign, "abs": np.abs,
+    "floor": np.floor, "ceil": np.ceil, "sqrt": np.sqrt, "is_finite": np.isfinite,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "not": np.invert,
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "select_n": _select_n, "clamp": _clamp,
+}  # fmt: skip
 _NUMPY = {
-    **{name: _ufunc(fn) for name, fn in {
-        "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _int_div, "rem": _rem,
-        "max": np.maximum, "min": np.minimum, "neg": np.negative, "sign": _sign, "abs": np.abs,
-        "floor": np.floor, "ceil": np.ceil, "sqrt": np.sqrt, "is_finite": np.isfinite,
-        "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "not": np.invert,
-        "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-        "ge": np.greater_equal, "select_n": _select_n, "clamp": _clamp,
-    }.items()},
+    **{name: _ufunc(fn) for name, fn in _ELEMENTWISE.items()},
     "convert_element_type": _convert, "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape,
     "squeeze": lambda x, *, dimensions, **_: np.squeeze(x, dimensions),
     "transpose": lambda x, *, permutation, **_: np.transpose(x, permutation),
@@ -333,7 +364,8 @@ class _Program:
                         self.template[o] = x
                         known.add(o)
                 continue
-            self.steps.append((call, ins, outs))
+            single = outs[0] if len(outs) == 1 else None  # the common case: one result, stored without a loop
+            self.steps.append((call, ins, single, None if single is not None else outs))
         self.out_slots = [place(v) if keep else None for v, keep in zip(jaxpr.outvars, live_out)]
 
     def run(self, consts: list, args: list) -> list:
@@ -342,9 +374,12 @@ class _Program:
             env[i] = x
         for i, x in zip(self.arg_slots, args):
             env[i] = x
-        for call, ins, outs in self.steps:
+        for call, ins, single, outs in self.steps:
             results = call([env[i] for i in ins])
-            for o, x in zip(outs, results):
+            if single is not None:
+                env[single] = results[0]
+                continue
+            for o, x in zip(outs or (), results):
                 if o is not None:
                     env[o] = x
         return [None if i is None else env[i] for i in self.out_slots]
@@ -404,7 +439,8 @@ def _caller(eqn, live: tuple, kind: str, sub):
         return [np.asarray(x) for x in (out if prim.multiple_results else [out])]
 
     if kind == "numpy":
-        fn = functools.partial(_NUMPY[prim.name], **params)
+        plain = prim.name in _ELEMENTWISE and all(params.get(p) is None for p in params)
+        fn = _ELEMENTWISE[prim.name] if plain else functools.partial(_NUMPY[prim.name], **params)
         shapes = [tuple(v.aval.shape) for v in eqn.outvars]
         dtypes = [np.dtype(v.aval.dtype) for v in eqn.outvars]
         if not prim.multiple_results:
