@@ -480,8 +480,8 @@ def test_a_record_past_the_size_classes_finds_the_same_compiled_quick_or_optimis
     assert not static(rec.template, ControlOptions(), True).shared
     quick, optimised = run_control(rec), run_control(rec, quick=False)
     assert kinds(quick) == {Finding.RACE, Finding.UNINITIALIZED, Finding.LEFTOVER}
-    for a, b in zip(jax.tree.leaves(quick), jax.tree.leaves(optimised), strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for x, y in zip(jax.tree.leaves(quick), jax.tree.leaves(optimised), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 def test_jit_and_eager_agree():
