@@ -4,6 +4,7 @@ python benchmarks/bench_flash_attention.py [--seq 2048] [--head-dim 128] [--json
 
 Rows, in one process, each compiled once and then timed at steady state:
 - reference attention in ``jnp`` (``softmax(Q Kᵀ / sqrt(d)) V`` in f32 from f16 inputs);
+- the same tiling as nested ``lax.scan``s of ``jnp`` ops (the floor of a tile-by-tile emulator);
 - a Pallas flash attention of the same tiling (a program per 64-query tile, an online-softmax
   loop over 64-key tiles) with ``interpret=True``;
 - ascjax ``kernels/flash_attention.py`` launched on ``seq / 64`` blocks (cube and both vector
@@ -78,6 +79,34 @@ def pallas_flash_attention(q, k, v, *, interpret=True):
     )(q, k, v)
 
 
+def tiled_scan_attention(q, k, v):
+    """The same tiling as nested ``lax.scan``s of ``jnp`` ops with nothing else: per 64-query tile, the online softmax
+    over 64-key tiles (the Pallas kernel's arithmetic). The floor of any emulator that runs flash attention tile by
+    tile."""
+    seq, d = q.shape
+    scale = 1.0 / math.sqrt(d)
+
+    def q_tile(_, i):
+        q_t = jax.lax.dynamic_slice_in_dim(q, i * Q_TILE, Q_TILE)
+
+        def kv_step(carry, j):
+            m, row_sum, acc = carry
+            k_t = jax.lax.dynamic_slice_in_dim(k, j * KV_TILE, KV_TILE)
+            v_t = jax.lax.dynamic_slice_in_dim(v, j * KV_TILE, KV_TILE)
+            s = jnp.dot(q_t, k_t.T, preferred_element_type=jnp.float32) * scale
+            m_new = jnp.maximum(m, s.max(axis=1, keepdims=True))
+            alpha, p = jnp.exp(m - m_new), jnp.exp(s - m_new)
+            acc = alpha * acc + jnp.dot(p.astype(v_t.dtype), v_t, preferred_element_type=jnp.float32)
+            return (m_new, alpha * row_sum + p.sum(axis=1, keepdims=True), acc), None
+
+        init = (jnp.full((Q_TILE, 1), -jnp.inf, jnp.float32), jnp.zeros((Q_TILE, 1), jnp.float32),
+                jnp.zeros((Q_TILE, d), jnp.float32))  # fmt: skip
+        (_, row_sum, acc), _ = jax.lax.scan(kv_step, init, jnp.arange(k.shape[0] // KV_TILE))
+        return None, (acc / row_sum).astype(q.dtype)
+
+    return jax.lax.scan(q_tile, None, jnp.arange(seq // Q_TILE))[1].reshape(seq, d)
+
+
 def ascjax_flash_attention(seq, d, sanitize):
     p = fa.params(seq, seq, d, "float16", half_q=Q_TILE // 2, tile_kv=KV_TILE)
     outputs = {"out": ((seq, d), "float16")}
@@ -106,6 +135,7 @@ def measure(seq=2048, head_dim=128, repeats=3) -> dict:
     want = fa.reference(x, seq)["out"]
     rows = {
         "reference attention (jnp)": jax.jit(reference_attention),
+        "tiled lax.scan of jnp ops": jax.jit(tiled_scan_attention),
         "Pallas flash attention, interpret=True": jax.jit(functools.partial(pallas_flash_attention, interpret=True)),
         "ascjax, timing only": ascjax_flash_attention(seq, d, False),
         "ascjax, checks + timing": ascjax_flash_attention(seq, d, True),
@@ -130,6 +160,11 @@ def measure(seq=2048, head_dim=128, repeats=3) -> dict:
         "claims": [
             claim("flash attention: ascjax (checks + timing) / reference", run["ascjax, checks + timing"] / ref, 3),
             claim("flash attention: ascjax (timing only) / reference", run["ascjax, timing only"] / ref, 3),
+            claim("flash attention: tiled lax.scan of jnp ops / reference", run["tiled lax.scan of jnp ops"] / ref),
+            claim(
+                "flash attention: ascjax (checks + timing) / tiled lax.scan",
+                run["ascjax, checks + timing"] / run["tiled lax.scan of jnp ops"],
+            ),
             claim(
                 "flash attention: ascjax (checks + timing) / Pallas interpret",
                 run["ascjax, checks + timing"] / run["Pallas flash attention, interpret=True"],
