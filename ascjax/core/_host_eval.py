@@ -439,7 +439,7 @@ def _caller(eqn, live: tuple, kind: str, sub):
         return [np.asarray(x) for x in (out if prim.multiple_results else [out])]
 
     if kind == "numpy":
-        plain = prim.name in _ELEMENTWISE and all(params.get(p) is None for p in params)
+        plain = prim.name in _ELEMENTWISE and all(v is None for v in params.values())  # no out_dtype, no accuracy
         fn = _ELEMENTWISE[prim.name] if plain else functools.partial(_NUMPY[prim.name], **params)
         shapes = [tuple(v.aval.shape) for v in eqn.outvars]
         dtypes = [np.dtype(v.aval.dtype) for v in eqn.outvars]

@@ -100,7 +100,7 @@ CONTROL_COMPILE_S = 3.0
 HOST_S_PER_INSTANCE = 0.008
 _run_jit = jit_outside(_run, QUICK_COMPILE)
 _run_optimised = eqx.filter_jit(_run)
-_run_shared = HostFirst(eqx.filter_jit(_run, compiler_options=QUICK_COMPILE), CONTROL_COMPILE_S)
+_run_shared = HostFirst(_run_jit, CONTROL_COMPILE_S)  # one quick program per size class, as a record's own
 
 
 def reset_control_plane() -> None:
