@@ -3,7 +3,9 @@
 import math
 
 import calibration as cal
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -74,7 +76,31 @@ def test_48_aivs_streaming_small_copies_share_the_chips_gm_bandwidth(block_dim):
     assert f"asked for {float(result.gm_contention):.2f} x it" in gm_line
 
 
-@pytest.mark.slow  # a vmapped launch's contended rerun: test_launch's per-scenario verdicts take the path by default
+def test_a_launch_traced_whole_reruns_only_the_contended_scenarios_as_a_concrete_launch_does():
+    """Costs traced (one program: records, control planes, data planes): the rerun at the shared bandwidth is the
+    second pass of one loop, taken per scenario. Four blocks' 8 AIVs ask for 256 B/cycle: at 64 B/cycle they are
+    contended, at 640 they are not. Each scenario gets the contention, the copies' cycles, the launch's cycles and
+    verdict of a concrete launch with its costs (whose rerun runs each block's control plane as it first ran)."""
+    case = cal.aiv_small_copies_case(2)
+    bandwidths = np.array([64, 640], np.float32)
+
+    def launch(bandwidth):
+        costs = eqx.tree_at(lambda c: c.gm_bytes_per_cycle, COSTS, bandwidth)
+        return aj.launch(case.kernel, case.inputs, case.outputs, block_dim=4, params=case.params, chip="a2",
+                         costs=costs)  # fmt: skip
+
+    traced = jax.vmap(launch)(jnp.asarray(bandwidths))
+    for s, bandwidth in enumerate(bandwidths):
+        one = launch(bandwidth)
+        assert float(traced.gm_contention[s]) == float(one.gm_contention)
+        assert int(traced.cycles[s]) == int(one.cycles) and int(traced.verdict[s]) == int(one.verdict) == aj.Verdict.OK
+        cycles = np.asarray(traced.records.operands["cycles"][s])
+        np.testing.assert_array_equal(cycles, np.asarray(one.records.operands["cycles"]))
+    assert float(traced.gm_contention[0]) == 4.0 and float(traced.gm_contention[1]) == 1.0
+    assert _copy_transfer(launch(bandwidths[0])) == {4 * 128 / float(COSTS.mte2_bytes_per_cycle)}
+
+
+@pytest.mark.slow  # the inputs vmapped: the blocks' control planes rerun on the host, their data planes vmapped
 def test_a_vmapped_launch_prices_the_contention_as_one_launch_does():
     """Under ``vmap`` the rerun is a branch taken per scenario: the same contention and cycles as one launch."""
     case = cal.aiv_small_copies_case(2)

@@ -14,7 +14,6 @@ window's average. L2 is not modelled: a re-read costs what a first read does.
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
 from ..core import array_module
@@ -61,7 +60,8 @@ def gm_contention(starts, leaves, gm_bytes, block_cycles, ai_cores: int, gm_byte
 def slow_gm(operands: dict, factor) -> dict:
     """Record operands with every GM request's transfer (its cycles less its flight) ``factor`` times longer, in
     whole cycles (``factor`` broadcasts over the leading axes)."""
-    cycles, flight, gm_bytes = operands["cycles"], operands["flight_cycles"], operands["gm_bytes"]
-    factor = jnp.reshape(jnp.asarray(factor, jnp.float32), jnp.shape(factor) + (1,) * (cycles.ndim - jnp.ndim(factor)))
-    slowed = jnp.ceil((cycles - flight).astype(jnp.float32) * factor).astype(jnp.int32)
-    return {**operands, "cycles": jnp.where(gm_bytes > 0, flight + slowed, cycles)}
+    xp = array_module(operands["cycles"], operands["flight_cycles"], operands["gm_bytes"], factor)
+    cycles, flight, gm_bytes = (xp.asarray(operands[k]) for k in ("cycles", "flight_cycles", "gm_bytes"))
+    factor = xp.reshape(xp.asarray(factor, np.float32), np.shape(factor) + (1,) * (cycles.ndim - np.ndim(factor)))
+    slowed = xp.ceil((cycles - flight).astype(np.float32) * factor).astype(np.int32)
+    return {**operands, "cycles": xp.where(gm_bytes > 0, flight + slowed, cycles)}

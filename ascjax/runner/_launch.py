@@ -42,12 +42,12 @@ from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs
 from ..engine import _dataplane as dataplane
 from ..engine._state import GM_PLAIN
 from ..front._program import NeedsData
-from ..front._tracing import gm_inputs, initial_gm, output_spec, record_on_host
+from ..front._tracing import gm_inputs, initial_gm, output_spec, record_kernel, record_on_host
 from ..report._report import Report
 from ..report._run_warnings import run_warnings
 from ._bandwidth import gm_contention, slow_gm
 from ._check import CheckResult, verdict_codes
-from ._planes import CONTROL_CACHE, execute_data, planes, resolve_control
+from ._planes import CONTROL_CACHE, execute_data, resolve_control
 from ._run import raise_if_failed
 
 
@@ -169,6 +169,12 @@ def merge_gm(names: tuple, initial: dict, values: dict, marks: dict, granule_byt
     return _merge_record(names, initial, accs, summaries, marks, granule_bytes)
 
 
+def block_cycles(end):
+    """Cycles of each block on its own from its control plane's ``end`` (instances on the last axis)."""
+    xp = array_module(end)
+    return xp.maximum(xp.max(xp.asarray(end), axis=-1), 0)
+
+
 def launch_cycles(block_cycles, ai_cores: int):
     """Cycles of a launch: block b runs on AI Core b % ai_cores, a core's blocks back to back (waves).
 
@@ -221,8 +227,7 @@ class LaunchResult(eqx.Module):
     @property
     def block_cycles(self) -> jax.Array:
         """Cycles of each block on its own (when its last instruction completed)."""
-        xp = array_module(self.controls.end)
-        return xp.maximum(xp.max(xp.asarray(self.controls.end), axis=-1), 0)
+        return block_cycles(self.controls.end)
 
     @property
     def gm_bytes(self) -> jax.Array:
@@ -411,35 +416,84 @@ def _launch_verdict(codes, merge: GmMerge):
 def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, outputs: tuple, params: dict,
             block_dim: int, block_parallel: bool = False):  # fmt: skip
     """Every block on both planes, records and control planes included, as one program (parameters or costs
-    traced)."""
-
-    def one_block(b):  # (record, control result, data-plane state) of block b
-        state, record, found = planes(
-            kernel, chip, options, control, costs, inputs, outputs, params, {"block_idx": b, "block_num": block_dim}
-        )
-        return record, found, state
-
+    traced): the blocks' records, their control planes (``_control_passes``, the GM bandwidth shared), then their
+    data planes in the order the first pass ran them, folded into the merge."""
     names = tuple(name for name, _ in outputs)
     initial = initial_gm({}, outputs)
     granule_bytes = options.gm_granule_bytes
     blocks = jnp.arange(block_dim, dtype=jnp.int32)
+    batch = (lambda f, xs: jax.vmap(f)(xs)) if block_parallel else jax.lax.map
+
+    def block(b):
+        return {"block_idx": b, "block_num": block_dim}
+
+    def record_block(b):
+        return record_kernel(kernel, inputs, dict(outputs), chip=chip, params=params, costs=costs, block=block(b))
+
+    records = batch(record_block, blocks)
+    first, operands, controls, factor = _control_passes(records, control, costs, chip, batch)
+    index = dataplane.PoisonIndex(records)
+
+    def data_block(x):  # as ``planes`` computes one block's data plane
+        b, ops, found = x
+        order = dataplane.schedule(Record(records.template, ops), found)
+        poison = dataplane.Poison(index, found.racy) if options.poison_races else None
+        return execute_data(kernel, chip, options, inputs, outputs, params, order, poison, block=block(b),
+                            ran=dataplane.Ran.of(index, found))  # fmt: skip
+
+    xs = (blocks, records.operands, first)
     if block_parallel:
-        records, controls, full = jax.vmap(one_block)(blocks)
-        marks = full.gm_written
-        merged, merge = merge_gm(names, initial, {n: full.gm[n] for n in names}, marks, granule_bytes)
+        full = jax.vmap(data_block)(xs)
+        merged, merge = merge_gm(names, initial, {n: full.gm[n] for n in names}, full.gm_written, granule_bytes)
     else:
-
-        def run_block(b):
-            record, found, state = one_block(b)
-            return (record, found), state
-
-        merged, merge, (records, controls) = _fold_blocks(names, initial, granule_bytes, run_block, blocks)
-    verdict, block = _launch_verdict(verdict_codes(controls), merge)
+        merged, merge, _ = _fold_blocks(names, initial, granule_bytes, lambda x: (None, data_block(x)), xs)
+    verdict, failed = _launch_verdict(verdict_codes(first), merge)
     return LaunchResult(
-        outputs={name: merged[name] for name in names}, records=records, controls=controls, merge=merge,
-        verdict=verdict, block=block, costs=costs, gm_contention=jnp.ones((), jnp.float32), chip=chip,
-        output_spec=outputs, granule_bytes=granule_bytes,
+        outputs={name: merged[name] for name in names}, records=Record(records.template, operands), controls=controls,
+        merge=merge, verdict=verdict, block=failed, costs=costs, gm_contention=factor, chip=chip, output_spec=outputs,
+        granule_bytes=granule_bytes,
     )  # fmt: skip
+
+
+def _control_passes(records: Record, control: ControlOptions, costs: Costs, chip: Chip, batch):
+    """The blocks' control planes (``batch(f, xs)``: ``jax.lax.map`` or a ``jax.vmap`` over the blocks) at their own GM rates
+    and, where they asked for more of the chip's GM bandwidth than it has, once more at the share they get (as
+    ``_share_gm``). The passes are one ``while_loop`` whose body is the control plane, so a traced launch compiles
+    it once. Returns the first pass's results, the last pass's operands and results, and the contention factor."""
+    latency = sync_latency(costs)
+    operands = records.operands
+
+    def run(cycles):
+        ops = {**operands, "cycles": cycles}
+        return batch(lambda o: run_control(Record(records.template, o), control, latency), ops)
+
+    shapes = jax.eval_shape(run, operands["cycles"])
+    one = jnp.ones((), jnp.float32)
+    if shapes.start.shape[-1] == 0:  # no timeline kept: no start to measure from
+        found = run(operands["cycles"])
+        return found, operands, found, one
+
+    def contention(found):
+        return gm_contention(found.start, found.leave, operands["gm_bytes"], block_cycles(found.end), chip.ai_cores,
+                             costs.gm_bytes_per_cycle)  # fmt: skip
+
+    def slowed(factor):
+        return slow_gm(operands, factor)["cycles"]
+
+    def again(carry):  # pass 0, then pass 1 where pass 0 asked for more than the chip's bandwidth
+        n_pass, factor, _, _ = carry
+        return (n_pass == 0) | ((n_pass == 1) & (factor > 1))
+
+    def one_pass(carry):
+        n_pass, factor, first, _ = carry
+        found = run(jnp.where(n_pass == 0, operands["cycles"], slowed(factor)))
+        pick = lambda a, b: jnp.where(n_pass == 0, a, b)  # noqa: E731
+        return n_pass + 1, pick(contention(found), factor), jax.tree.map(pick, found, first), found
+
+    empty = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    n_pass, factor, first, last = jax.lax.while_loop(again, one_pass, (jnp.int32(0), one, empty, empty))
+    cycles = jnp.where(n_pass > 1, slowed(factor), operands["cycles"])
+    return first, {**operands, "cycles": cycles}, last, factor
 
 
 def _launch_data(kernel, chip: Chip, options: Options, inputs: dict, outputs: tuple, params: dict, block_dim: int,
@@ -528,39 +582,29 @@ def _stack_padded(*xs):
     return np.stack([np.pad(x, [(0, int(n) - k) for n, k in zip(shape, x.shape, strict=True)]) for x in xs])
 
 
-def _rerun(records: Record, factor, control: ControlOptions, costs: Costs):
-    """The blocks' operands with their GM transfers ``factor`` times longer, and their control planes run on them."""
-    operands = slow_gm(records.operands, factor)
-    latency = sync_latency(costs)
-    return operands, jax.lax.map(lambda ops: run_control(Record(records.template, ops), control, latency), operands)
-
-
-_rerun_jit = eqx.filter_jit(_rerun)
-
-
-@eqx.filter_jit  # one program: under a bare vmap the cond's selects would otherwise compile one by one
-def _rerun_where_contended(records: Record, controls, factor, control: ControlOptions, costs: Costs):
-    """``_rerun`` where ``factor`` (traced) exceeds 1 in some block, else the blocks' operands and control planes."""
-    keep = lambda: (records.operands, controls)  # noqa: E731
-    return jax.lax.cond(jnp.all(factor <= 1), keep, lambda: _rerun(records, factor, control, costs))
-
-
-def _share_gm(result: LaunchResult, control: ControlOptions) -> LaunchResult:
-    """``result`` with its blocks' control planes run again at the GM bandwidth the launch shares, where at their own
-    rates they asked for more than the chip has (``_bandwidth.gm_contention``)."""
+def _share_gm(result: LaunchResult, control: ControlOptions, quick: bool) -> LaunchResult:
+    """A launch's result whose control planes ran on the host (``_launch_cached``), with its blocks' control planes
+    run again at the GM bandwidth the launch shares, where at their own rates they asked for more than the chip has
+    (``_bandwidth.gm_contention``). Each block runs as ``run_control`` ran it (``quick`` as there), so the rerun
+    reuses its compiled program. A launch traced whole shares the bandwidth inside (``_control_passes``)."""
     controls = result.controls
     if controls.start.shape[-1] == 0:  # no timeline kept: no start to measure from
         return result
     gm_bytes = result.records.operands["gm_bytes"]
     factor = gm_contention(controls.start, controls.leave, gm_bytes, result.block_cycles, result.chip.ai_cores,
                            result.costs.gm_bytes_per_cycle)  # fmt: skip
-    args = (result.records, factor, control, result.costs)
-    if isinstance(factor, jax.core.Tracer):  # inside a trace (a vmapped or jitted launch): both ways, one taken
-        operands, controls = _rerun_where_contended(result.records, controls, factor, control, result.costs)
-    elif float(np.max(factor)) > 1:
-        operands, controls = _rerun_jit(*args)
-    else:
+    if float(factor) <= 1:
         return eqx.tree_at(lambda r: r.gm_contention, result, factor)
+    operands = slow_gm(result.records.operands, factor)
+    latency = sync_latency(result.costs)
+    with jax.core.eval_context():
+        runs = [
+            run_control(
+                Record(result.records.template, {k: v[b] for k, v in operands.items()}), control, latency, quick=quick
+            )
+            for b in range(result.block_dim)
+        ]
+    controls = jax.tree.map(_stack_padded, *runs)
     records = Record(result.records.template, operands)
     return eqx.tree_at(lambda r: (r.records, r.controls, r.gm_contention), result, (records, controls, factor))
 
@@ -609,5 +653,6 @@ def launch(
             result = None
     if result is None:
         result = (_launch_jit if jit else _launch)(*args, bool(block_parallel))
-    result = _share_gm(result, control)
+    else:
+        result = _share_gm(result, control, quick=block_dim == 1)
     return raise_if_failed(result, result.verdict) if throw else result
