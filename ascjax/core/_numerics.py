@@ -3,6 +3,8 @@
 import functools
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 
 try:  # no public spelling: whether JAX runs eagerly, outside every transformation and trace
     from jax._src.core import trace_state_clean as _outside_transformations
@@ -36,3 +38,25 @@ def exact_jit(fun):
     """``fun`` compiled with ``EXACT_COMPILE`` outside transformations (``jit_outside``); inside a user's own
     transformation, ``XLA_FLAGS=--xla_allow_excess_precision=false`` gives the device's bits too."""
     return jit_outside(fun, EXACT_COMPILE)
+
+
+def fold_sum(x, axis: int):
+    """The sum of ``x`` along ``axis`` (kept, of length 1) in one fixed order: the upper half of the axis added to the
+    lower half element by element, then again, until one element is left (a length short of a power of two padded
+    with -0.0, the sum's identity, which keeps a sum of -0.0s negative).
+
+    XLA chooses the order of a ``jnp.sum`` by how it compiles the program around it: the same float32 row summed in
+    a ``vmap`` and on its own differs in most of its last bits. Each fold here is an element-wise add, which XLA
+    does not reorder, so a kernel's sums have the same bits alone, in a sweep, a launch's blocks or a user's
+    ``jit``. The device's order within a reduction is not in the sources; a SIMD unit reduces by such folds.
+    """
+    n = x.shape[axis]
+    width = 1 << max(n - 1, 0).bit_length()
+    if width != n:
+        pad = list(x.shape)
+        pad[axis] = width - n
+        x = jax.lax.concatenate([x, jnp.full(pad, -0.0, x.dtype)], axis)
+    while x.shape[axis] > 1:
+        half = x.shape[axis] // 2
+        x = jax.lax.slice_in_dim(x, 0, half, axis=axis) + jax.lax.slice_in_dim(x, half, 2 * half, axis=axis)
+    return x

@@ -15,7 +15,7 @@ import enum
 import jax
 import jax.numpy as jnp
 
-from ...core import Buffer
+from ...core import Buffer, fold_sum
 from ...core._memory import Tile
 from ...core._straight_through import straight_through
 from ...core.formats.saturate import order_key
@@ -39,7 +39,13 @@ UNARY = {
     "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
     "neg": jnp.negative,
 }
-REDUCE = {"max": jnp.max, "sum": jnp.sum, "min": jnp.min}
+#: ``reduce(x, axis)`` keeping the axis; a sum folds in one fixed order (``core.fold_sum``), so its bits do not depend on
+#: what XLA compiles around it (a ``vmap``, a launch's blocks)
+REDUCE = {
+    "max": lambda x, axis: jnp.max(x, axis=axis, keepdims=True),
+    "sum": fold_sum,
+    "min": lambda x, axis: jnp.min(x, axis=axis, keepdims=True),
+}
 #: ops on the slow (transcendental) path of the vector unit [facts §7 Vector: Exp/Ln/Sqrt/Div 32 el/cycle]
 TRANSCENDENTAL = {"exp", "ln", "sqrt", "div"}
 
@@ -129,7 +135,7 @@ def _reduce(state: State, kind: str, out: Tile, src: Tile, axis: int, sub: int) 
     )
     _need(src.dtype == out.dtype, f"rule 'vector dtypes': {name} keeps the dtype ({src} -> {out})")
     red = REDUCE[kind]
-    return _vec_op(state, sub, out, (src,), lambda x: red(x, axis=axis, keepdims=True))
+    return _vec_op(state, sub, out, (src,), lambda x: red(x, axis))
 
 
 def expand(state: State, kind: str, out: Tile, src: Tile, vec: Tile, *, sub: int) -> State:
