@@ -8,7 +8,8 @@ planes (the control plane over the record, with every check and the timing, then
 uninitialised-read checks off (their cost), with ``Options(lower_loops=True)`` (the K chain's products as one batched
 matmul), ``ascjax.run`` called again on the same record (the control plane's
 findings reused: it depends on the record's operands, not on the data), and the data plane alone; the same kernel
-launched on one block per output tile (what a launch and its GM merge cost); the same tiling as a Pallas
+launched on one block per output tile (what a launch and its GM merge cost), with its blocks' control planes run on
+the host while it is traced (the default) and in the program (``launch(jit=False)``); the same tiling as a Pallas
 kernel (grid M/128 x N/128 x K/128, the output block resident across K) run with
 ``interpret=True``, and in Pallas' TPU interpret mode with and without ``detect_races=True``
 (the closest peer: it too checks a kernel's synchronisation on a CPU).
@@ -120,10 +121,16 @@ def ascjax_data_plane(case):
     return data
 
 
-def ascjax_launch(case, block_dim):
+def ascjax_launch(case, block_dim, whole=False):
+    """The kernel launched on ``block_dim`` blocks inside a ``jit``: by default the blocks' control planes run on the
+    host while it is traced and the program holds their data planes and the GM merge; ``whole``
+    (``launch(jit=False)``): the program holds the control planes too, as it does where parameters are traced."""
+
     @jax.jit
     def go(a, b):
-        r = aj.launch(case.kernel, {"a": a, "b": b}, case.outputs, block_dim=block_dim, params=case.params, jit=False)
+        r = aj.launch(
+            case.kernel, {"a": a, "b": b}, case.outputs, block_dim=block_dim, params=case.params, jit=not whole
+        )
         return r.outputs["c"], r.verdict, r.cycles
 
     return go
@@ -143,6 +150,7 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
         "ascjax run, control plane reused": (ascjax_run_reused(case), repeats),
         "ascjax data plane alone": (ascjax_data_plane(case), repeats),
         f"ascjax launch, {blocks} blocks, checks + timing": (ascjax_launch(case, blocks), repeats),
+        f"ascjax launch traced whole, {blocks} blocks": (ascjax_launch(case, blocks, whole=True), repeats),
         "Pallas interpret=True": (jax.jit(functools.partial(pallas_matmul, interpret=True)), repeats),
         "Pallas TPU interpret": (
             jax.jit(functools.partial(pallas_matmul, interpret=pltpu.InterpretParams())),
@@ -202,6 +210,10 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
             claim(
                 f"matmul: ascjax launch on {blocks} blocks / jnp.dot",
                 run[f"ascjax launch, {blocks} blocks, checks + timing"] / run["jnp.dot"],
+            ),
+            claim(
+                f"matmul: ascjax launch traced whole on {blocks} blocks / jnp.dot",
+                run[f"ascjax launch traced whole, {blocks} blocks"] / run["jnp.dot"],
             ),
             claim("matmul: max |error| vs float64", max(errors.values()), 1e-3, unit=""),
         ],
