@@ -71,6 +71,21 @@ def test_block_scaled_dot_against_numpy_and_jit():
     assert rows.tolist() == [i == 2 for i in range(m)]
 
 
+def test_block_sums_have_the_same_bits_alone_and_in_a_vmap():
+    """The scaled blocks are summed in one fixed order (``core.fold_sum``): inexact float32 sums give each product of
+    a vmapped batch the bits it has alone (XLA's ``jnp.sum`` order changed with the batch)."""
+    rng = np.random.default_rng(1)
+    m, k, n, batch = 16, 256, 16, 3
+    a = rng.standard_normal((batch, m, k)).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    b = rng.standard_normal((batch, k, n)).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    sa = (2.0 ** rng.integers(-8, 9, (batch, m, k // 32))).astype(ml_dtypes.float8_e8m0fnu)
+    sb = (2.0 ** rng.integers(-8, 9, (batch, k // 32, n))).astype(ml_dtypes.float8_e8m0fnu)
+    swept = np.asarray(jax.jit(jax.vmap(mx.block_scaled_dot))(a, b, sa, sb))
+    for i in range(batch):
+        alone = np.asarray(jax.jit(mx.block_scaled_dot)(a[i], b[i], sa[i], sb[i]))
+        np.testing.assert_array_equal(swept[i].view(np.uint32), alone.view(np.uint32))
+
+
 def test_block_scaled_dot_rejects_bad_shapes():
     a, b = np.ones((4, 64), np.float32), np.ones((64, 4), np.float32)
     good = (np.ones((4, 2), ml_dtypes.float8_e8m0fnu), np.ones((2, 4), ml_dtypes.float8_e8m0fnu))

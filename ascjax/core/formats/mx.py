@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._numerics import fold_sum
+
 BLOCK = 32  # K elements per E8M0 scale
 K_MULTIPLE = 64  # K of an MX matmul is a multiple of 64 (two scales per scale fractal)
 SCALE_DTYPE = "float8_e8m0fnu"
@@ -60,7 +62,7 @@ def block_scaled_dot(a, b, scale_a, scale_b) -> jax.Array:
     ``a`` (M, K) and ``b`` (K, N) hold element values (float32), ``scale_a`` (M, K/32) and
     ``scale_b`` (K/32, N) E8M0 scales. Each 32-element block's product is accumulated in
     float32 and then scaled by ``2^(ea + eb - 254)`` exactly (``ldexp``: no intermediate
-    overflow), and the blocks are summed in float32.
+    overflow), and the blocks are summed in float32 in one fixed order (``fold_sum``).
     """
     m, k = a.shape
     n = b.shape[1]
@@ -80,4 +82,4 @@ def block_scaled_dot(a, b, scale_a, scale_b) -> jax.Array:
     exponent = ca[:, :, None] + cb[None, :, :] - 2 * E8M0_BIAS
     nan = (ca[:, :, None] == E8M0_NAN) | (cb[None, :, :] == E8M0_NAN)
     scaled = jnp.where(nan, jnp.nan, jnp.ldexp(blocks, exponent))
-    return jnp.sum(scaled, axis=1, dtype=jnp.float32)
+    return fold_sum(scaled.astype(jnp.float32), 1)[:, 0, :]  # the blocks in one fixed order, alone or in a vmap
