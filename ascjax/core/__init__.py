@@ -46,7 +46,6 @@ from ._memory import Allocator as Allocator
 from ._memory import Tile as Tile
 from ._numerics import EXACT_COMPILE as EXACT_COMPILE
 from ._numerics import exact_jit as exact_jit
-from ._numerics import fold as fold
 from ._numerics import fold_sum as fold_sum
 from ._numerics import jit_outside as jit_outside
 from ._options import Options as Options

@@ -45,11 +45,10 @@ def fold(x, axis: int, combine, identity):
     the upper half of the axis combined with the lower half element by element, then again, until one element is
     left (a length short of a power of two padded with ``identity``).
 
-    XLA chooses how to compute a reduce by the program around it: the same float32 rows summed in a ``vmap`` and on
-    their own differ in most of their last bits, and on a CPU a reduce may become a library fusion that takes the
-    ``exp`` before it along, with its own ``exp``. Folds are element-wise ops, which XLA neither reorders nor hands to
-    such a fusion, so a kernel's reductions have the same bits alone, in a sweep, a launch's blocks or a user's
-    ``jit``. The device's order within a reduction is not in the sources; a SIMD unit reduces by such folds.
+    XLA chooses the order of a reduce by the program around it: the same float32 rows summed in a ``vmap`` and on
+    their own differ in most of their last bits. Folds are element-wise ops, which XLA does not reorder, so a
+    kernel's sums have the same bits alone, in a sweep, a launch's blocks or a user's ``jit``. The device's order
+    within a reduction is not in the sources; a SIMD unit reduces by such folds.
     """
     n = x.shape[axis]
     width = 1 << max(n - 1, 0).bit_length()

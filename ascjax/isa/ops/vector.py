@@ -15,7 +15,7 @@ import enum
 import jax
 import jax.numpy as jnp
 
-from ...core import Buffer, fold, fold_sum
+from ...core import Buffer, fold_sum
 from ...core._memory import Tile
 from ...core._straight_through import straight_through
 from ...core.formats.saturate import order_key
@@ -23,20 +23,11 @@ from ...engine._state import State
 from ._machine import core_of, poison, racy_read
 from .move import _expect, _need
 
-
-def _divide(x, y):
-    """``x / y`` element by element, correctly rounded (IEEE). XLA turns a division by a broadcast (a scalar, an
-    ``expand_div`` column, a ``vmap``'s unbatched divisor) into a multiplication by its reciprocal, one ulp off in
-    about a third of the elements; here the divisor is taken element by element in ``x``'s shape (1 where ``x`` is
-    NaN, whose quotient is that NaN either way), so no broadcast reaches the division, alone or batched."""
-    return jnp.divide(x, jnp.where(jnp.isnan(x), jnp.ones((), x.dtype), y))
-
-
 BINARY = {
     "add": jnp.add,
     "sub": jnp.subtract,
     "mul": jnp.multiply,
-    "div": _divide,
+    "div": jnp.divide,
     "max": jnp.maximum,
     "min": jnp.minimum,
 }
@@ -50,20 +41,12 @@ UNARY = {
 }
 
 
-def _extreme(x, sign: int):
-    """The value no element exceeds (``sign`` 1) or undercuts (-1) in ``x``'s dtype: a fold's padding for max / min."""
-    if jnp.issubdtype(x.dtype, jnp.integer):
-        info = jnp.iinfo(x.dtype)
-        return info.max if sign > 0 else info.min
-    return sign * jnp.inf
-
-
-#: ``reduce(x, axis)`` keeping the axis, folded in one fixed order (``core.fold``), so its bits do not depend on what
-#: XLA compiles around it (a ``vmap``, a launch's blocks)
+#: ``reduce(x, axis)`` keeping the axis; a sum folds in one fixed order (``core.fold_sum``), so its bits do not depend on
+#: what XLA compiles around it (a ``vmap``, a launch's blocks). A max or min is the same whatever the order.
 REDUCE = {
-    "max": lambda x, axis: fold(x, axis, jnp.maximum, _extreme(x, -1)),
+    "max": lambda x, axis: jnp.max(x, axis=axis, keepdims=True),
     "sum": fold_sum,
-    "min": lambda x, axis: fold(x, axis, jnp.minimum, _extreme(x, 1)),
+    "min": lambda x, axis: jnp.min(x, axis=axis, keepdims=True),
 }
 #: ops on the slow (transcendental) path of the vector unit [facts §7 Vector: Exp/Ln/Sqrt/Div 32 el/cycle]
 TRANSCENDENTAL = {"exp", "ln", "sqrt", "div"}
