@@ -40,14 +40,14 @@ def exact_jit(fun):
     return jit_outside(fun, EXACT_COMPILE)
 
 
-def fold(x, axis: int, combine, identity):
-    """``x`` reduced along ``axis`` (kept, of length 1) by ``combine`` (an element-wise binary op) in one fixed order:
-    the upper half of the axis combined with the lower half element by element, then again, until one element is
-    left (a length short of a power of two padded with ``identity``).
+def fold_sum(x, axis: int):
+    """The sum of ``x`` along ``axis`` (kept, of length 1) in one fixed order: the upper half of the axis added to the
+    lower half element by element, then again, until one element is left (a length short of a power of two padded
+    with -0.0, the sum's identity, which keeps a sum of -0.0s negative).
 
-    XLA chooses the order of a reduce by the program around it: the same float32 rows summed in a ``vmap`` and on
-    their own differ in most of their last bits. Folds are element-wise ops, which XLA does not reorder, so a
-    kernel's sums have the same bits alone, in a sweep, a launch's blocks or a user's ``jit``. The device's order
+    XLA chooses the order of a ``jnp.sum`` by the program around it: the same float32 rows summed in a ``vmap`` and
+    on their own differ in most of their last bits. Each fold is an element-wise add, which XLA does not reorder, so
+    a kernel's sums have the same bits alone, in a sweep, a launch's blocks or a user's ``jit``. The device's order
     within a reduction is not in the sources; a SIMD unit reduces by such folds.
     """
     n = x.shape[axis]
@@ -55,14 +55,8 @@ def fold(x, axis: int, combine, identity):
     if width != n:
         pad = list(x.shape)
         pad[axis] = width - n
-        x = jax.lax.concatenate([x, jnp.full(pad, identity, x.dtype)], axis)
+        x = jax.lax.concatenate([x, jnp.full(pad, -0.0, x.dtype)], axis)
     while x.shape[axis] > 1:
         half = x.shape[axis] // 2
-        x = combine(jax.lax.slice_in_dim(x, 0, half, axis=axis), jax.lax.slice_in_dim(x, half, 2 * half, axis=axis))
+        x = jax.lax.slice_in_dim(x, 0, half, axis=axis) + jax.lax.slice_in_dim(x, half, 2 * half, axis=axis)
     return x
-
-
-def fold_sum(x, axis: int):
-    """The sum of ``x`` along ``axis`` by ``fold`` (padded with -0.0, the sum's identity, which keeps a sum of -0.0s
-    negative)."""
-    return fold(x, axis, jnp.add, -0.0)

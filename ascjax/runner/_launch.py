@@ -2,7 +2,7 @@
 
 The kernel is traced and compiled once for every block, and each block reads its index with
 ``pl.get_block_idx()`` / ``k.block_idx`` (traced, so every block has the same record template and its own
-operands). Each block runs on the two planes (``ascjax.runner._planes.planes``): the control plane checks its
+operands). Each block runs on the two planes (``ascjax.runner._planes``): the control plane checks its
 synchronisation, the data plane computes its GM. The blocks run one after another (a ``lax.scan``), so a
 block's branches (a ``cond``, the section scheduler's choice of segment) stay branches; with
 ``block_parallel=True`` they are one ``jax.vmap``, which runs every branch of every block and
@@ -47,7 +47,7 @@ from ..report._report import Report
 from ..report._run_warnings import run_warnings
 from ._bandwidth import gm_contention, slow_gm
 from ._check import CheckResult, verdict_codes
-from ._planes import CONTROL_CACHE, execute_data, resolve_control
+from ._planes import CONTROL_CACHE, data_after_control, execute_data, resolve_control
 from ._run import raise_if_failed
 
 
@@ -432,14 +432,11 @@ def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, 
 
     records = batch(record_block, blocks)
     first, operands, controls, factor = _control_passes(records, control, costs, chip, batch)
-    index = dataplane.PoisonIndex(records)
 
-    def data_block(x):  # as ``planes`` computes one block's data plane
+    def data_block(x):
         b, ops, found = x
-        order = dataplane.schedule(Record(records.template, ops), found)
-        poison = dataplane.Poison(index, found.racy) if options.poison_races else None
-        return execute_data(kernel, chip, options, inputs, outputs, params, order, poison, block=block(b),
-                            ran=dataplane.Ran.of(index, found))  # fmt: skip
+        record = Record(records.template, ops)
+        return data_after_control(kernel, chip, options, inputs, outputs, params, record, found, block(b))[0]
 
     xs = (blocks, records.operands, first)
     if block_parallel:

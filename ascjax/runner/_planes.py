@@ -107,14 +107,22 @@ def planes(
     (``block``: a launch's ``{"block_idx": b, "block_num": n}``; the state then keeps its GM write marks)."""
     record = record_kernel(kernel, inputs, dict(spec), chip=chip, params=params, costs=costs, block=block)
     result = run_control(record, control, sync_latency(costs))
+    state, emit = data_after_control(kernel, chip, options, inputs, spec, params, record, result, block)
+    return state, record, device_order(result, emit)
+
+
+def data_after_control(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, record, result,
+                       block=None):  # fmt: skip
+    """``(state, emit order)``: the data plane of ``record`` traced in the order its control-plane ``result`` ran it
+    (``poison_races`` from its racy reads, GM kept where a deadlock left it; the emit order only where ``result`` is
+    concrete)."""
     order = dataplane.schedule(record, result)
     index = dataplane.PoisonIndex(record)
     poison = dataplane.Poison(index, result.racy) if options.poison_races else None
     emit = None if isinstance(result.start, jax.core.Tracer) else emit_order(record, result)  # concrete: not jitted
-    clean = faults_free(record)
     state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit,
-                         no_faults=clean, ran=dataplane.Ran.of(index, result))  # fmt: skip
-    return state, record, device_order(result, emit)
+                         no_faults=faults_free(record), ran=dataplane.Ran.of(index, result))  # fmt: skip
+    return state, emit
 
 
 @exact_jit
