@@ -234,3 +234,35 @@ def test_host_first_compiles_once_the_host_has_cost_what_a_compile_costs():
     assert first((np.zeros(4, np.int32),), on_host, host_s=0.2) == "compiled"  # one run would cost more than a compile
     assert first((np.zeros(5, np.int32),), on_host, host_s=0.01) == "host"  # another program: its own budget
     assert first.compiled_programs() == 2
+
+
+def test_kept_programs_survive_jax_clear_caches_and_compute_what_jit_computes():
+    """A size class's control plane is held outside JAX's caches: after ``jax.clear_caches()`` (a process bounding
+    its memory) the next call traces nothing again; its own ``clear`` (``ascjax.clear_caches``) drops it."""
+    from ascjax.core import KeptPrograms
+
+    traces = []
+
+    class Out(eqx.Module):
+        total: jax.Array
+        label: str = eqx.field(static=True)
+
+    def fun(x, scale: int):
+        traces.append(scale)
+        return Out(total=jnp.cumsum(x) * scale, label=f"x{scale}")
+
+    kept = KeptPrograms(fun, {"xla_backend_optimization_level": 0})
+    x = np.arange(5, dtype=np.int32)
+    first = kept(x, 3)
+    jax.clear_caches()
+    again = kept(jnp.asarray(x), 3)  # a device array of the same shape: the same program
+    assert traces == [3] and len(kept) == 1
+    want = eqx.filter_jit(fun)(x, 3)
+    for got in (first, again):
+        assert got.label == want.label == "x3"
+        _same(np.asarray(got.total), want.total)
+    kept(x, 4)  # another static value: another program
+    assert traces == [3, 3, 4] and len(kept) == 2
+    kept.clear()
+    kept(x, 3)
+    assert traces[-1] == 3 and len(kept) == 1

@@ -31,6 +31,8 @@ from ._host_eval import needed_inputs as needed_inputs
 from ._host_first import HostFirst as HostFirst
 from ._host_first import clear_host_caches as clear_host_caches
 from ._host_first import host_call as host_call
+from ._kept_programs import KeptPrograms as KeptPrograms
+from ._kept_programs import program_key as program_key
 from ._kinds import AIC_FLAG_PAIRS as AIC_FLAG_PAIRS
 from ._kinds import AIC_PIPES as AIC_PIPES
 from ._kinds import AIV_FLAG_PAIRS as AIV_FLAG_PAIRS

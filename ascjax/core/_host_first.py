@@ -15,17 +15,9 @@ import time
 
 import equinox as eqx
 import jax
-import numpy as np
 
 from ._host_eval import _PROGRAMS, eval_jaxpr
-
-
-def _key(args) -> tuple:
-    """What names one program of a function: the arguments' structure, static values and array shapes."""
-    dynamic, static = eqx.partition(args, eqx.is_array)
-    leaves, treedef = jax.tree.flatten(dynamic)
-    static_leaves, static_def = jax.tree.flatten(static)
-    return treedef, static_def, tuple(static_leaves), tuple((np.shape(x), np.dtype(x.dtype)) for x in leaves)
+from ._kept_programs import program_key
 
 
 #: Per function and program: its jaxpr, the structure of its outputs and its static outputs.
@@ -35,7 +27,7 @@ TRACED_KEPT = 32
 
 def host_call(fn, *args):
     """``fn(*args)`` evaluated on the host: traced once per program, then its jaxpr in NumPy (``eval_jaxpr``)."""
-    key = (fn, _key(args))
+    key = (fn, program_key(args))
     hit = _TRACED.get(key)
     dynamic, static = eqx.partition(args, eqx.is_array)
     if hit is None:
@@ -68,7 +60,7 @@ class HostFirst:
     def __call__(self, args: tuple, on_host, host_s: float):
         """``compiled(*args)``, or ``on_host()`` (the same result, computed on the host) where that is expected to
         take ``host_s`` seconds and the program's host calls so far leave room for it."""
-        key = _key(args)
+        key = program_key(args)
         spent = self._host_s.get(key, 0.0)
         if key in self._compiled or spent + host_s > self.compile_s:
             self._compiled.add(key)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Int
 
-from ..core import RAW, HostFirst, array_module, host_call, jit_outside
+from ..core import RAW, HostFirst, KeptPrograms, array_module, host_call, jit_outside
 from . import _checks
 from ._log import KIND, ranked
 from ._machine import Col, Machine, execute, plan
@@ -100,12 +100,16 @@ CONTROL_COMPILE_S = 3.0
 HOST_S_PER_INSTANCE = 0.008
 _run_jit = jit_outside(_run, QUICK_COMPILE)
 _run_optimised = eqx.filter_jit(_run)
-_run_shared = HostFirst(_run_jit, CONTROL_COMPILE_S)  # one quick program per size class, as a record's own
+#: One quick program per size class, as a record's own, held outside JAX's caches (``core.KeptPrograms``): a process
+#: that drops them to bound its memory does not trace, lower and load a size class's program again.
+_run_kept = KeptPrograms(_run, QUICK_COMPILE)
+_run_shared = HostFirst(_run_kept, CONTROL_COMPILE_S)
 
 
 def reset_control_plane() -> None:
     """Forget the padded tables and which size classes run compiled."""
     _run_shared.reset()
+    _run_kept.clear()
     tables.cache_clear()
     own_tables.cache_clear()
 
