@@ -9,8 +9,8 @@ past the valid ``k`` holds nonzero garbage; ``C`` is first filled by a full-size
 * everything outside ``ceil16(m) x ceil16(n)`` still equals ``prior`` bit for bit,
 * ``m, k`` or ``n == 0`` leaves ``C`` untouched.
 
-Sizes are traced (arrays), so one compilation covers many scenarios: run one after another on the
-compiled planes (``each_scenario``), and for one sweep as a ``jax.vmap`` of ``run``.
+Sizes are traced (arrays), so one compilation covers many scenarios, run one after another on the
+compiled planes (``each_scenario``); traced sizes under ``jax.vmap`` are test_verdicts.py's.
 """
 
 from __future__ import annotations
@@ -153,15 +153,15 @@ def each_scenario(one, traced: dict):
     return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *rows)
 
 
-def run_sweep(chip, static: dict, inputs, outputs, traced: dict, vmap: bool = False):
-    """One compilation, many scenarios: aj.run over the traced params, one by one or (``vmap``) as one vmap."""
+def run_sweep(chip, static: dict, inputs, outputs, traced: dict):
+    """One compilation, many scenarios: aj.run over the traced params, one by one."""
 
     def one(tp):
         res = aj.run(mmad_kernel, inputs, outputs, chip=chip, params={**static, **tp})
         return res.outputs, res.verdict
 
     traced = {name: jnp.asarray(v) for name, v in traced.items()}
-    outs, verdicts = each_scenario(one, traced) if vmap else each_scenario(one, traced)
+    outs, verdicts = each_scenario(one, traced)
     return {name: np.asarray(v) for name, v in outs.items()}, np.asarray(verdicts)
 
 
@@ -268,8 +268,7 @@ def test_mmad_sweep(chip, adt, shape, b_kn):
         "disable_gemv": np.array([r[4] for r in rows]),
     }
     static = dict(M=M, K=K, N=N, adt=adt, b_kn=b_kn)
-    vmap = (chip, adt) == SWEEP[0][:2]  # one sweep as a vmap of run, the others scenario by scenario
-    outs, verdicts = run_sweep(chip, static, inputs, outputs_for(M, N, adt), traced, vmap=vmap)
+    outs, verdicts = run_sweep(chip, static, inputs, outputs_for(M, N, adt), traced)
     a, b, cdt = inputs["a"], b_matrix(inputs, b_kn), C_DTYPE[adt]
     for i, (m, kk, n, (init_zero, src_bt), dg) in enumerate(rows):
         what = f"scenario {i}: m={m} k={kk} n={n} init_val={init_zero} source={src_bt} disable_gemv={dg}"

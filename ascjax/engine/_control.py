@@ -141,16 +141,16 @@ def run_control(
     # its own program (not inside a trace): padded to a size class, so that other records reuse its compile
     shared = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((record.operands, lat)))
     st = static(record.template, options, shared)
-    ops = _pad_operands(record.operands, st)
+    ops, program = _pad_operands(record.operands, st), options.for_program()
     if st.shared:
 
         def on_host():  # the record's own tables: a program specialised to what it uses
             own = static(record.template, options, False)
-            return host_call(_run, own, _pad_operands(record.operands, own), lat, options)
+            return host_call(_run, own, _pad_operands(record.operands, own), lat, program)
 
-        out = _run_shared((st, ops, lat, options), on_host, HOST_S_PER_INSTANCE * record.template.n_instances)
+        out = _run_shared((st, ops, lat, program), on_host, HOST_S_PER_INSTANCE * record.template.n_instances)
     else:
-        out = (_run_jit if quick else _run_optimised)(st, ops, lat, options)
+        out = (_run_jit if quick else _run_optimised)(st, ops, lat, program)
     if array_module(out) is np:  # concrete: trimmed on the host (an eager slice per shape would compile)
         out = jax.device_get(out)
     n, n_all = (record.template.n_instances if options.keep_timeline else 0), record.template.n_instances

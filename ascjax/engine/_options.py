@@ -20,6 +20,12 @@ class ControlOptions:
     max_findings: int = 32  # distinct (kind, site) findings kept; more are counted in ``dropped``
     keep_timeline: bool = True  # per-instance start and end cycles
 
+    def for_program(self) -> ControlOptions:
+        """The options as the control plane's program reads them: the choices the tables fold in (``_tables``: the
+        fences, the counter depth, what a lost signal raises) at their defaults, so that records whose tables hold
+        them share one program, its compile and its host trace."""
+        return dataclasses.replace(self, wait_blocks_issue=False, cross_wait_blocks_core=False, counter_chip=False)
+
 
 class SyncLatency(eqx.Module):
     """Cycles from a signal's set completing to its wait being able to start, per edge kind (sweepable)."""
