@@ -1,6 +1,7 @@
 """The recording evaluated on the host: ``core.eval_jaxpr`` computes what XLA computes, and a kernel recorded on the
 host (``record_on_host``, what ``run`` and ``check`` do) is the record the compiled recording gives, bit for bit."""
 
+import dataclasses
 import pathlib
 
 import equinox as eqx
@@ -213,6 +214,33 @@ def test_the_control_plane_on_the_host_finds_what_the_compiled_one_finds(path, n
     for field in ("pos", "free_t", "count", "flag", "uf"):  # the counters the reports read, over the real resources
         got, want = np.asarray(getattr(host.machine, field)), np.asarray(getattr(compiled.machine, field))
         _same(got, want[tuple(slice(0, n) for n in got.shape)])
+
+
+def test_a_size_class_program_switches_the_sanitizer_as_the_host_specialises_it(monkeypatch):
+    """A size class's compiled control plane takes the sanitizer as a traced switch: runs with it and without share
+    one program, and each finds what the host's program, specialised to the option, finds (off: no race)."""
+    from ascjax.core import Finding, HostFirst, KeptPrograms
+    from ascjax.engine import _control, run_control
+    from ascjax.runner._check import control_options
+
+    case = aj.build_case(str(KERNELS / "phases.py"), "seed000_error2")  # a race
+    chip = get_chip(case.chip)
+    record, latency = record_on_host(case.kernel, chip, default_costs(chip), gm_inputs(case.inputs),
+                                     output_spec(case.outputs), case.params or {})  # fmt: skip
+    kept = KeptPrograms(_control._run, _control.QUICK_COMPILE)
+    found = {}
+    for sanitize in (True, False):
+        options = dataclasses.replace(control_options(chip), sanitize=sanitize)
+        for compile_s in (float("inf"), 0.0):  # on the host, compiled
+            monkeypatch.setattr(_control, "_run_shared", HostFirst(kept, compile_s))
+            found[sanitize, compile_s] = run_control(record, options, latency)
+        host, compiled = found[sanitize, float("inf")], found[sanitize, 0.0]
+        for field in ("findings", "n_findings", "dropped", "start", "end", "racy", "deadlocked"):
+            _same(np.asarray(getattr(host, field)), getattr(compiled, field))
+    assert len(kept) == 1  # one program for both
+    kinds = {s: set(np.asarray(r.findings)[: int(r.n_findings), 0].tolist()) for (s, c), r in found.items() if c == 0.0}
+    assert int(Finding.RACE) in kinds[True] and int(Finding.RACE) not in kinds[False]
+    assert not np.any(np.asarray(found[False, 0.0].racy)) and np.any(np.asarray(found[True, 0.0].racy))
 
 
 def test_host_first_compiles_once_the_host_has_cost_what_a_compile_costs():

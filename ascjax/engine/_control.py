@@ -10,6 +10,8 @@ scenario operands.
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -48,13 +50,20 @@ class ControlResult(eqx.Module):
     machine: Machine  # the sync hardware at the end
 
 
-def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> ControlResult:
+#: The check groups of the sanitizer (``ControlOptions.sanitize``); the others are the hardware's own findings.
+SANITIZER = frozenset({"races", "uninitialised"})
+
+
+def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions, sanitize=None) -> ControlResult:
+    """The control plane of one padded record. ``sanitize``: the sanitizer switched by a traced boolean (a size
+    class's program serves runs with it and without; its rows are computed and dropped when off), or None:
+    ``options.sanitize``, static."""
     pl = plan(st, op)
     m, events = execute(st, pl, lat)
     log = _checks.Log(st, events)
     acc = _checks.Accesses(st, op, log)
     pairs = _checks.Pairs(st, log, acc)
-    run = st.checked if options.sanitize else st.checked - {"races", "uninitialised"}
+    run = st.checked if options.sanitize or sanitize is not None else st.checked - SANITIZER
     # no listed read of bytes of no input: every read has something to read, and no write needs its landing
     landed = _checks.first_landed(st, acc, log) if "uninitialised" in run else None
     checks = {
@@ -69,6 +78,10 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions) -> Con
     # a group with no row to check, or a sanitizer group with the sanitizer off, keeps its shape (the ranking's
     # segments are static) and has no valid row
     static_rows = {group: check() if group in run else _checks.no_rows(st, group) for group, check in checks.items()}
+    if sanitize is not None:  # off: the rows no_rows gives, exactly
+        for group in SANITIZER & run:
+            none = _checks.no_rows(st, group)
+            static_rows[group] = jax.tree.map(lambda got, no: jnp.where(sanitize, got, no), static_rows[group], none)
     end_rows = _checks.end_state(st, m, pl, events.kind.shape[0])
     findings, n_findings, dropped = ranked(st, static_rows, end_rows, options.max_findings)
     race = static_rows["races"]
@@ -148,7 +161,8 @@ def run_control(
             own = static(record.template, options, False)
             return host_call(_run, own, _pad_operands(record.operands, own), lat, program)
 
-        out = _run_shared((st, ops, lat, program), on_host, HOST_S_PER_INSTANCE * record.template.n_instances)
+        switch = (st, ops, lat, dataclasses.replace(program, sanitize=True), np.asarray(options.sanitize))
+        out = _run_shared(switch, on_host, HOST_S_PER_INSTANCE * record.template.n_instances)
     else:
         out = (_run_jit if quick else _run_optimised)(st, ops, lat, program)
     if array_module(out) is np:  # concrete: trimmed on the host (an eager slice per shape would compile)
