@@ -19,7 +19,6 @@ import jax
 from ._host_eval import _PROGRAMS, eval_jaxpr
 from ._kept_programs import program_key
 
-
 #: Per function and program: its jaxpr, the structure of its outputs and its static outputs.
 _TRACED: collections.OrderedDict = collections.OrderedDict()
 TRACED_KEPT = 32
