@@ -120,7 +120,7 @@ _run_shared = HostFirst(_run_kept, CONTROL_COMPILE_S)
 
 
 def reset_control_plane() -> None:
-    """Forget the padded tables and which size classes run compiled."""
+    """Forget the padded tables, which size classes run compiled and their kept programs."""
     _run_shared.reset()
     _run_kept.clear()
     tables.cache_clear()
