@@ -216,31 +216,65 @@ def test_the_control_plane_on_the_host_finds_what_the_compiled_one_finds(path, n
         _same(got, want[tuple(slice(0, n) for n in got.shape)])
 
 
-def test_a_size_class_program_switches_the_sanitizer_as_the_host_specialises_it(monkeypatch):
-    """A size class's compiled control plane takes the sanitizer as a traced switch: runs with it and without share
-    one program, and each finds what the host's program, specialised to the option, finds (off: no race)."""
-    from ascjax.core import Finding, HostFirst, KeptPrograms
+def _host_and_compiled(monkeypatch, kept, record, options, latency):
+    """``record``'s control plane on the host (specialised to it) and compiled (``kept``'s size-class program), the
+    same findings and timeline either way."""
+    from ascjax.core import HostFirst
     from ascjax.engine import _control, run_control
-    from ascjax.runner._check import control_options
 
-    case = aj.build_case(str(KERNELS / "phases.py"), "seed000_error2")  # a race
+    runs = []
+    for compile_s in (float("inf"), 0.0):  # on the host, compiled
+        monkeypatch.setattr(_control, "_run_shared", HostFirst(kept, compile_s))
+        runs.append(run_control(record, options, latency))
+    for field in ("findings", "n_findings", "dropped", "start", "end", "racy", "deadlocked"):
+        _same(np.asarray(getattr(runs[0], field)), getattr(runs[1], field))
+    return runs[1]
+
+
+def _recorded(path: str, name: str):
+    case = aj.build_case(str(KERNELS / path), name)
     chip = get_chip(case.chip)
     record, latency = record_on_host(case.kernel, chip, default_costs(chip), gm_inputs(case.inputs),
                                      output_spec(case.outputs), case.params or {})  # fmt: skip
+    return chip, record, latency
+
+
+def test_a_size_class_program_switches_the_sanitizer_as_the_host_specialises_it(monkeypatch):
+    """A size class's compiled control plane takes the sanitizer as a traced switch: runs with it and without share
+    one program, and each finds what the host's program, specialised to the option, finds (off: no race)."""
+    from ascjax.core import Finding, KeptPrograms
+    from ascjax.engine import _control
+    from ascjax.runner._check import control_options
+
+    chip, record, latency = _recorded("phases.py", "seed000_error2")  # a race
     kept = KeptPrograms(_control._run, _control.QUICK_COMPILE)
-    found = {}
-    for sanitize in (True, False):
-        options = dataclasses.replace(control_options(chip), sanitize=sanitize)
-        for compile_s in (float("inf"), 0.0):  # on the host, compiled
-            monkeypatch.setattr(_control, "_run_shared", HostFirst(kept, compile_s))
-            found[sanitize, compile_s] = run_control(record, options, latency)
-        host, compiled = found[sanitize, float("inf")], found[sanitize, 0.0]
-        for field in ("findings", "n_findings", "dropped", "start", "end", "racy", "deadlocked"):
-            _same(np.asarray(getattr(host, field)), getattr(compiled, field))
+    found = {
+        s: _host_and_compiled(
+            monkeypatch, kept, record, dataclasses.replace(control_options(chip), sanitize=s), latency
+        )
+        for s in (True, False)
+    }
     assert len(kept) == 1  # one program for both
-    kinds = {s: set(np.asarray(r.findings)[: int(r.n_findings), 0].tolist()) for (s, c), r in found.items() if c == 0.0}
+    kinds = {s: set(np.asarray(r.findings)[: int(r.n_findings), 0].tolist()) for s, r in found.items()}
     assert int(Finding.RACE) in kinds[True] and int(Finding.RACE) not in kinds[False]
-    assert not np.any(np.asarray(found[False, 0.0].racy)) and np.any(np.asarray(found[True, 0.0].racy))
+    assert not np.any(np.asarray(found[False].racy)) and np.any(np.asarray(found[True].racy))
+
+
+def test_a_size_class_program_takes_the_cross_core_fences_from_the_tables(monkeypatch):
+    """Whether a cross-core wait blocks its core (A2, A3) or not (950) is in the tables alone
+    (``ControlOptions.for_program``): both models run one compiled program, each as the host specialises it."""
+    from ascjax.core import KeptPrograms
+    from ascjax.engine import _control
+    from ascjax.runner._check import control_options
+
+    chip, record, latency = _recorded("matmul_softmax.py", "matmul_softmax")
+    kept = KeptPrograms(_control._run, _control.QUICK_COMPILE)
+    models = [dataclasses.replace(control_options(chip), cross_wait_blocks_core=b) for b in (True, False)]
+    for options in models:
+        _host_and_compiled(monkeypatch, kept, record, options, latency)
+    assert len(kept) == 1  # one program for both models
+    fences = [_control.static(record.template, options).fence for options in models]
+    assert not np.array_equal(*fences)  # the program gets the two models' fences as data
 
 
 def test_host_first_compiles_once_the_host_has_cost_what_a_compile_costs():
