@@ -183,6 +183,15 @@ def test_a_run_again_on_other_data_reuses_the_record():
     assert again is not first and not np.array_equal(again.operands["cycles"], first.operands["cycles"])
 
 
+def _recorded(path: str, name: str):
+    """A kernel case's chip, record and sync latency, recorded on the host (as ``run`` records it)."""
+    case = aj.build_case(str(KERNELS / path), name)
+    chip = get_chip(case.chip)
+    record, latency = record_on_host(case.kernel, chip, default_costs(chip), gm_inputs(case.inputs),
+                                     output_spec(case.outputs), case.params or {})  # fmt: skip
+    return chip, record, latency
+
+
 @pytest.mark.parametrize(
     "path, name",
     [("unit_flag.py", "seed000_error3"), ("matmul_softmax.py", "matmul_softmax_no_wait"), ("phases.py", "seed000_error2"),
@@ -195,11 +204,7 @@ def test_the_control_plane_on_the_host_finds_what_the_compiled_one_finds(path, n
     from ascjax.engine import _control, run_control
     from ascjax.runner._check import control_options
 
-    case = aj.build_case(str(KERNELS / path), name)
-    chip = get_chip(case.chip)
-    costs = default_costs(chip)
-    record, latency = record_on_host(case.kernel, chip, costs, gm_inputs(case.inputs), output_spec(case.outputs),
-                                     case.params or {})  # fmt: skip
+    chip, record, latency = _recorded(path, name)
     options = control_options(chip)
     assert _control.static(record.template, options).shared  # a size class's record
     results = []
@@ -229,14 +234,6 @@ def _host_and_compiled(monkeypatch, kept, record, options, latency):
     for field in ("findings", "n_findings", "dropped", "start", "end", "racy", "deadlocked"):
         _same(np.asarray(getattr(runs[0], field)), getattr(runs[1], field))
     return runs[1]
-
-
-def _recorded(path: str, name: str):
-    case = aj.build_case(str(KERNELS / path), name)
-    chip = get_chip(case.chip)
-    record, latency = record_on_host(case.kernel, chip, default_costs(chip), gm_inputs(case.inputs),
-                                     output_spec(case.outputs), case.params or {})  # fmt: skip
-    return chip, record, latency
 
 
 def test_a_size_class_program_switches_the_sanitizer_as_the_host_specialises_it(monkeypatch):

@@ -18,7 +18,10 @@ import numpy as np
 
 def program_key(args) -> tuple:
     """What names one program of a function: the arguments' structure, static values and array shapes."""
-    dynamic, static = eqx.partition(args, eqx.is_array)
+    return _key(*eqx.partition(args, eqx.is_array))
+
+
+def _key(dynamic, static) -> tuple:
     leaves, treedef = jax.tree.flatten(dynamic)
     static_leaves, static_def = jax.tree.flatten(static)
     return treedef, static_def, tuple(static_leaves), tuple((np.shape(x), np.dtype(x.dtype)) for x in leaves)
@@ -41,8 +44,8 @@ class KeptPrograms:
         self._programs: collections.OrderedDict = collections.OrderedDict()
 
     def __call__(self, *args):
-        key = program_key(args)
         dynamic, static = eqx.partition(args, eqx.is_array)
+        key = _key(dynamic, static)
         dynamic = jax.tree.map(np.asarray, dynamic)  # host arrays: no weak types to differ from the compiled ones
         hit = self._programs.get(key)
         if hit is None:
