@@ -459,10 +459,13 @@ def test_the_control_plane_program_does_not_grow_with_the_kernel():
     assert size(4) == size(64)
 
 
-def test_a_record_past_the_size_classes_finds_the_same_compiled_quick_or_optimised():
-    """Its own program is compiled for a quick first run (LLVM unoptimised) or, for a launch's blocks, optimised: the
-    control plane computes integers, so both find the same (here: a race, its uninitialised read, a leftover set,
-    every timeline entry)."""
+def test_a_record_past_the_size_classes_finds_the_same_on_the_host_compiled_quick_or_optimised(monkeypatch):
+    """Its own program runs on the host while that costs less than compiling it (a short record), then compiled for a
+    quick first run (LLVM unoptimised) or, for a launch's blocks, optimised: the control plane computes integers, so
+    all three find the same (here: a race, its uninitialised read, a leftover set, every timeline entry)."""
+    from ascjax.core import HostFirst
+    from ascjax.engine import _control
+
     b = RecordBuilder()
     ub, gm = b.space("UB0", 8192), b.space("GM:x", 8192, initialised=True)
     pairs = (("MTE2", "V"), ("V", "MTE3"), ("MTE3", "MTE2"))
@@ -478,10 +481,18 @@ def test_a_record_past_the_size_classes_finds_the_same_compiled_quick_or_optimis
         b.set_flag("V", "MTE2", 0)  # never waited for: left set
     rec = b.build()
     assert not static(rec.template, ControlOptions(), True).shared
+    on_host, host_call = [], _control.host_call
+    monkeypatch.setattr(_control, "host_call", lambda *a: on_host.append(1) or host_call(*a))
+    monkeypatch.setattr(_control, "_run_own", HostFirst(_control._run_jit, _control.CONTROL_COMPILE_S))
+    host = run_control(rec)
+    assert on_host == [1] and _control._run_own.compiled_programs() == 0  # 51 instances: less than a compile
+    monkeypatch.setattr(_control, "_run_own", HostFirst(_control._run_jit, 0.0))  # a compile that costs nothing
     quick, optimised = run_control(rec), run_control(rec, quick=False)
-    assert kinds(quick) == {Finding.RACE, Finding.UNINITIALIZED, Finding.LEFTOVER}
-    for x, y in zip(jax.tree.leaves(quick), jax.tree.leaves(optimised), strict=True):
+    assert on_host == [1] and _control._run_own.compiled_programs() == 1
+    assert kinds(host) == {Finding.RACE, Finding.UNINITIALIZED, Finding.LEFTOVER}
+    for x, y, z in zip(jax.tree.leaves(host), jax.tree.leaves(quick), jax.tree.leaves(optimised), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(z))
 
 
 def test_jit_and_eager_agree():

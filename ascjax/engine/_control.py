@@ -117,11 +117,16 @@ _run_optimised = eqx.filter_jit(_run)
 #: that drops them to bound its memory does not trace, lower and load a size class's program again.
 _run_kept = KeptPrograms(_run, QUICK_COMPILE)
 _run_shared = HostFirst(_run_kept, CONTROL_COMPILE_S)
+#: A record past the size classes, run outside transformations, has a program of its own: on the host (its own tables,
+#: evaluated in NumPy) while that costs less than compiling it. Most such records are past a class by one table (24
+#: flags, say), not by their length: 64 instances take 0.3-0.5 s on the host against a 2-3.5 s compile.
+_run_own = HostFirst(_run_jit, CONTROL_COMPILE_S)
 
 
 def reset_control_plane() -> None:
     """Forget the padded tables, which size classes run compiled and their kept programs."""
     _run_shared.reset()
+    _run_own.reset()
     _run_kept.clear()
     tables.cache_clear()
     own_tables.cache_clear()
@@ -143,18 +148,19 @@ def run_control(
 ):
     """Execute ``record``'s control plane; returns a ``ControlResult``.
 
-    ``quick``: a record past the size classes, run outside transformations, gets a program of its own, compiled for
-    a quick first run (``QUICK_COMPILE``); False compiles it optimised, for a caller that runs many records of one
-    template (the blocks of a launch).
+    ``quick``: a record past the size classes, run outside transformations, gets a program of its own, evaluated on the
+    host while that costs less than a compile, then compiled for a quick first run (``QUICK_COMPILE``); False compiles
+    it optimised, for a caller that runs many records of one template (the blocks of a launch).
 
     Pure and jittable; ``vmap`` it over records whose operands carry a batch axis (see ``sweep_control``).
     The timeline (``start``, ``end``) is indexed by instance; a deadlock leaves unexecuted ones at -1.
     """
     lat = SyncLatency() if latency is None else latency
     # its own program (not inside a trace): padded to a size class, so that other records reuse its compile
-    shared = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((record.operands, lat)))
-    st = static(record.template, options, shared)
+    concrete = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((record.operands, lat)))
+    st = static(record.template, options, concrete)
     ops, program = _pad_operands(record.operands, st), options.for_program()
+    host_s = HOST_S_PER_INSTANCE * record.template.n_instances
     if st.shared:
 
         def on_host():  # the record's own tables: a program specialised to what it uses
@@ -162,7 +168,10 @@ def run_control(
             return host_call(_run, own, _pad_operands(record.operands, own), lat, program)
 
         switch = (st, ops, lat, dataclasses.replace(program, sanitize=True), np.asarray(options.sanitize))
-        out = _run_shared(switch, on_host, HOST_S_PER_INSTANCE * record.template.n_instances)
+        out = _run_shared(switch, on_host, host_s)
+    elif concrete and quick:  # a record past the size classes: its own tables either way
+        args = (st, ops, lat, program)
+        out = _run_own(args, lambda: host_call(_run, *args), host_s)
     else:
         out = (_run_jit if quick else _run_optimised)(st, ops, lat, program)
     if array_module(out) is np:  # concrete: trimmed on the host (an eager slice per shape would compile)
