@@ -338,11 +338,12 @@ class _HostThenCompiled:
 def test_blocks_whose_control_planes_ran_on_the_host_and_compiled_launch_alike(monkeypatch):
     """The host's machine state is sized by the record's own tables, the compiled one's by its size class."""
     import ascjax.engine._control as control
+    from ascjax.runner._planes import CONTROL_CACHE
 
     case = calibration.aiv_small_copies_case(2)  # each block copies its own rows
 
     def launch(host: int):
-        aj.clear_caches()
+        CONTROL_CACHE.clear()  # the blocks' control planes run again
         monkeypatch.setattr(control, "_run_shared", _HostThenCompiled(shared, host))
         return aj.launch(case.kernel, case.inputs, case.outputs, block_dim=2, params=case.params, chip="a2")
 

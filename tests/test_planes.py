@@ -15,8 +15,9 @@ from matmul import matmul_case
 
 import ascjax as aj
 from ascjax.engine import _dataplane as dataplane
-from ascjax.front._tracing import gm_inputs, output_spec
-from ascjax.runner._planes import execute_data
+from ascjax.engine import default_costs
+from ascjax.front._tracing import gm_inputs, output_spec, record_on_host
+from ascjax.runner._planes import CONTROL_CACHE, execute_data, resolve_control
 
 #: cases whose outputs the default suite compares with a one-block launch's; every OK case of kernels/ under -m slow
 QUICK = {("matmul.py", "matmul_256")}  # the twin test below runs vec_cube's sections against NumPy
@@ -206,8 +207,15 @@ def test_every_issue_of_the_data_plane_finds_its_record_entry(file, name, monkey
         return original(self, tag, loop_index)
 
     monkeypatch.setattr(dataplane.Poison, "racy_read", racy_read)
-    options = aj.Options(poison_races=True)
-    aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params, options=options, jit=False)
+    chip, options = aj.get_chip(case.chip), aj.Options(poison_races=True)
+    x, spec = {n: np.asarray(v) for n, v in case.inputs.items()}, output_spec(case.outputs)
+    record, latency = record_on_host(case.kernel, chip, default_costs(chip), x, spec, case.params)
+    result, order, index, emit, no_faults = CONTROL_CACHE.get(record, resolve_control(chip, options, None), latency)
+    poison = dataplane.Poison(index, result.racy)
+    jax.make_jaxpr(  # the data plane as a run traces it (a trace: no compiled program of another test is reused)
+        lambda: execute_data(case.kernel, chip, options, gm_inputs(x), spec, case.params, order, poison, emit=emit,
+                             no_faults=no_faults)  # fmt: skip
+    )()
     assert looked
     for tag, entry, depth, poison in looked:
         assert entry is not None, tag
@@ -217,8 +225,6 @@ def test_every_issue_of_the_data_plane_finds_its_record_entry(file, name, monkey
 def test_a_run_on_other_inputs_reuses_the_control_plane_and_other_operands_do_not():
     """The control plane depends on the record's operands only: a second run of the same kernel on other data
     computes the new outputs with the cached findings; other phases are another record's operands."""
-    from ascjax.runner._planes import CONTROL_CACHE
-
     case = aj.build_case(str(KERNELS / "phases.py"), "kloop_recipe")
     CONTROL_CACHE.clear()  # other tests of this worker may have run these records
     first = aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params)
@@ -257,8 +263,6 @@ def test_a_transformation_of_the_data_alone_reuses_the_control_plane():
     """Under ``jit`` / ``vmap`` / ``grad`` of the inputs only, the record comes from the inputs' shapes and the
     control plane runs once, concretely: a second jitted call on other data runs no control plane, the outputs are
     the eager run's bit for bit, and the verdict is a host value."""
-    from ascjax.runner._planes import CONTROL_CACHE
-
     case = aj.build_case(str(KERNELS / "phases.py"), "kloop_recipe")
     names = sorted(case.inputs)
 

@@ -50,7 +50,7 @@ def test_steps_without_a_period_stay_single():
 
 
 def _outputs(case, monkeypatch, at_run_time: bool):
-    aj.clear_caches()
+    CONTROL_CACHE.clear()
     if at_run_time:
         monkeypatch.setattr(dataplane, "_ranks", lambda keys: None)
     r = aj.run(case.kernel, case.inputs, case.outputs, chip=case.chip, params=case.params)
