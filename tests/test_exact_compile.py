@@ -8,13 +8,17 @@ import pytest
 from ascjax.core import _numerics
 
 
-def test_exact_jit_passes_its_options_outside_transformations_and_none_inside(monkeypatch):
+def test_exact_jit_passes_its_options_to_a_program_of_its_own_and_none_inside_a_users_jit_or_grad(monkeypatch):
     # an option XLA does not know makes the compile fail, so it shows whether the options reached the compiler
     monkeypatch.setattr(_numerics, "EXACT_COMPILE", {"xla_no_such_option_for_this_test": True})
     double = _numerics.exact_jit(lambda x: 2 * x)
     with pytest.raises(Exception, match="xla_no_such_option_for_this_test"):
         double(jnp.ones(3))
-    # inside a jit, vmap or grad of the user's the options would be refused: the plain program runs
+    # under vmaps alone JAX compiles the batched program by itself: the options reach it
+    with pytest.raises(Exception, match="xla_no_such_option_for_this_test"):
+        jax.vmap(jax.vmap(double))(jnp.ones((2, 3)))
+    # inside a jit or grad of the user's (a vmap in a jit too) the options would be refused: the plain program runs
     assert float(jax.jit(double)(jnp.float32(2))) == 4.0
-    assert jax.vmap(double)(jnp.ones(3)).tolist() == [2.0, 2.0, 2.0]
+    assert jax.jit(jax.vmap(double))(jnp.ones(3)).tolist() == [2.0, 2.0, 2.0]
+    assert jax.vmap(jax.jit(double))(jnp.ones(3)).tolist() == [2.0, 2.0, 2.0]
     assert float(jax.grad(double)(jnp.float32(1))) == 2.0

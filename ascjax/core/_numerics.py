@@ -6,10 +6,24 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-try:  # no public spelling: whether JAX runs eagerly, outside every transformation and trace
-    from jax._src.core import trace_state_clean as _outside_transformations
-except ImportError:  # pragma: no cover - a JAX without it: every program keeps JAX's options
-    _outside_transformations = lambda: False  # noqa: E731
+try:  # no public spelling: the trace a call runs under (JAX's eager evaluation at the bottom)
+    from jax._src.core import EvalTrace as _EvalTrace
+    from jax._src.core import trace_ctx as _trace_ctx
+    from jax._src.interpreters.batching import BatchTrace as _BatchTrace
+except ImportError:  # pragma: no cover - a JAX without them: every program keeps JAX's options
+    _trace_ctx = None
+
+
+def compiled_on_its_own() -> bool:
+    """Whether a ``jax.jit`` called here becomes a program of its own, which can take compiler options: outside every
+    transformation, or under ``vmap``s alone (JAX compiles the batched program by itself). Inside a trace that stages
+    it into a bigger program (a ``jit``, ``grad`` or ``eval_shape``) JAX refuses them."""
+    if _trace_ctx is None:  # pragma: no cover
+        return False
+    trace = _trace_ctx.trace
+    while isinstance(trace, _BatchTrace):
+        trace = trace.parent_trace
+    return isinstance(trace, _EvalTrace)
 
 #: XLA may keep f16 and bf16 intermediates in float32 ("excess precision", on by default). On a GPU it then drops a
 #: float32 -> f16 -> float32 round trip, and it may compute low-precision chains without rounding between their
@@ -20,23 +34,24 @@ EXACT_COMPILE = {"xla_allow_excess_precision": False}
 
 
 def jit_outside(fun, compiler_options: dict):
-    """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` when it is called outside any JAX transformation.
+    """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` where it is a program of its own: outside JAX's
+    transformations or under a ``vmap`` (``compiled_on_its_own``).
 
-    JAX refuses compiler options on a program nested in another's trace: inside a ``jax.jit``, ``vmap`` or ``grad``
-    of the user's, the enclosing program's options apply.
+    JAX refuses compiler options on a program nested in another's trace: inside a ``jax.jit`` or ``grad`` of the
+    user's, the enclosing program's options apply.
     """
     own, plain = eqx.filter_jit(fun, compiler_options=compiler_options), eqx.filter_jit(fun)
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        return (own if _outside_transformations() else plain)(*args, **kwargs)
+        return (own if compiled_on_its_own() else plain)(*args, **kwargs)
 
     return call
 
 
 def exact_jit(fun):
-    """``fun`` compiled with ``EXACT_COMPILE`` outside transformations (``jit_outside``); inside a user's own
-    transformation, ``XLA_FLAGS=--xla_allow_excess_precision=false`` gives the device's bits too."""
+    """``fun`` compiled with ``EXACT_COMPILE`` where it is a program of its own (``jit_outside``); inside a user's own
+    ``jit`` or ``grad``, ``XLA_FLAGS=--xla_allow_excess_precision=false`` gives the device's bits too."""
     return jit_outside(fun, EXACT_COMPILE)
 
 
