@@ -25,6 +25,7 @@ def compiled_on_its_own() -> bool:
         trace = trace.parent_trace
     return isinstance(trace, _EvalTrace)
 
+
 #: XLA may keep f16 and bf16 intermediates in float32 ("excess precision", on by default). On a GPU it then drops a
 #: float32 -> f16 -> float32 round trip, and it may compute low-precision chains without rounding between their
 #: operations: the bits of the directed-rounding casts change (measured on an H200: 10 bit-exactness tests fail with
