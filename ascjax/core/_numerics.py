@@ -1,10 +1,13 @@
 """How ascjax compiles the programs that compute a kernel's data, so that they round where the device rounds."""
 
+import collections
 import functools
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+
+from ._kept_programs import program_key
 
 try:  # no public spelling: the trace a call runs under (JAX's eager evaluation at the bottom)
     from jax._src.core import EvalTrace as _EvalTrace
@@ -34,26 +37,60 @@ def compiled_on_its_own() -> bool:
 EXACT_COMPILE = {"xla_allow_excess_precision": False}
 
 
-def jit_outside(fun, compiler_options: dict):
+#: LLVM without optimisation: the same operations and bits (XLA's own passes still run, and no fast math either way),
+#: compiled in a half to two thirds of the time and run up to a few times slower. For a program that runs once: a
+#: control plane (integers, its result cached) and a program's first calls (``jit_outside(quick_first=True)``).
+QUICK_COMPILE = {"xla_backend_optimization_level": 0}
+#: Calls of one program that run its quick compile; the next compiles it optimised. A command-line run, a golden file,
+#: a demo or a test runs a kernel once: the suite went 311 -> 278 s with every data plane compiled quick. A program
+#: called again is likely to be called many times (a sweep of data, a benchmark): from then on it runs optimised.
+QUICK_CALLS = 1
+#: Programs whose calls a ``jit_outside`` counts (the least recently called forgotten first).
+PROGRAMS_COUNTED = 256
+_CALL_COUNTS: list = []  # every quick-first ``jit_outside``'s counts
+
+
+def forget_program_calls() -> None:
+    """Forget how often each program was called: the next call of each is a first call again (``ascjax.clear_caches``,
+    which drops the compiled programs too)."""
+    for counts in _CALL_COUNTS:
+        counts.clear()
+
+
+def jit_outside(fun, compiler_options: dict, *, quick_first: bool = False):
     """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` where it is a program of its own: outside JAX's
     transformations or under a ``vmap`` (``compiled_on_its_own``).
 
     JAX refuses compiler options on a program nested in another's trace: inside a ``jax.jit`` or ``grad`` of the
-    user's, the enclosing program's options apply.
+    user's, the enclosing program's options apply. ``quick_first``: each program's first ``QUICK_CALLS`` calls run
+    it compiled for a quick first run (``QUICK_COMPILE``), the later ones optimised, with the same bits.
     """
     own, plain = eqx.filter_jit(fun, compiler_options=compiler_options), eqx.filter_jit(fun)
+    quick = eqx.filter_jit(fun, compiler_options={**compiler_options, **QUICK_COMPILE}) if quick_first else None
+    calls: collections.OrderedDict = collections.OrderedDict()  # per program: its calls so far
+    _CALL_COUNTS.append(calls)
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        return (own if compiled_on_its_own() else plain)(*args, **kwargs)
+        if not compiled_on_its_own():
+            return plain(*args, **kwargs)
+        if quick is None:
+            return own(*args, **kwargs)
+        key = program_key((args, kwargs))
+        n = calls.pop(key, 0)
+        calls[key] = n + 1
+        if len(calls) > PROGRAMS_COUNTED:
+            calls.popitem(last=False)
+        return (quick if n < QUICK_CALLS else own)(*args, **kwargs)
 
     return call
 
 
 def exact_jit(fun):
-    """``fun`` compiled with ``EXACT_COMPILE`` where it is a program of its own (``jit_outside``); inside a user's own
-    ``jit`` or ``grad``, ``XLA_FLAGS=--xla_allow_excess_precision=false`` gives the device's bits too."""
-    return jit_outside(fun, EXACT_COMPILE)
+    """``fun`` compiled with ``EXACT_COMPILE`` where it is a program of its own, for a quick first run and then
+    optimised (``jit_outside``); inside a user's own ``jit`` or ``grad``,
+    ``XLA_FLAGS=--xla_allow_excess_precision=false`` gives the device's bits too."""
+    return jit_outside(fun, EXACT_COMPILE, quick_first=True)
 
 
 def fold_sum(x, axis: int):

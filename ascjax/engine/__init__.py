@@ -4,7 +4,6 @@ Imports only ``ascjax.core``. Everything here is internal to ascjax: front ends 
 ``RecordBuilder``; ``run_control`` executes the record's sync hardware and sanitizer.
 """
 
-from ._control import QUICK_COMPILE as QUICK_COMPILE
 from ._control import ControlResult as ControlResult
 from ._control import reset_control_plane as reset_control_plane
 from ._control import run_control as run_control

@@ -27,19 +27,10 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ..core import EXACT_COMPILE, array_module, clear_host_caches, exact_jit, jit_outside
+from ..core import array_module, clear_host_caches, exact_jit, forget_program_calls
 from ..core._chip import Chip
 from ..core._options import Options
-from ..engine import (
-    QUICK_COMPILE,
-    ControlOptions,
-    EmitOrder,
-    Record,
-    emit_order,
-    reset_control_plane,
-    run_control,
-    sync_latency,
-)
+from ..engine import ControlOptions, EmitOrder, Record, emit_order, reset_control_plane, run_control, sync_latency
 from ..engine import _dataplane as dataplane
 from ..engine._state import State
 from ..front._program import NeedsData, Program
@@ -197,6 +188,7 @@ def clear_caches() -> None:
     forget_recordings()
     reset_control_plane()
     clear_host_caches()
+    forget_program_calls()
 
 
 def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
@@ -242,7 +234,7 @@ def resolve_control(chip: Chip, options: Options, control: ControlOptions | None
 
 
 #: A run whose parameters or costs are traced, compiled once per kernel and static arguments. Inside a ``jit`` of the
-#: user's it is part of that program; under a ``vmap`` alone it is a program of its own that runs once per sweep, and
-#: most of its compile is the control plane (3.7 of 4.2 s for a unit-flag sweep of two costs), so it is compiled as the
-#: control plane's own programs are, for a quick first run: 3.7 -> 2.5 s to compile, 12 -> 16 ms a call.
-planes_jit = jit_outside(planes, {**EXACT_COMPILE, **QUICK_COMPILE})
+#: user's it is part of that program; under a ``vmap`` alone it is a program of its own, compiled for a quick first
+#: call (``exact_jit``): most of its compile is the control plane (3.7 of 4.2 s for a unit-flag sweep of two costs),
+#: 3.7 -> 2.5 s to compile, 12 -> 16 ms a call.
+planes_jit = exact_jit(planes)
