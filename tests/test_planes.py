@@ -213,8 +213,9 @@ def test_every_issue_of_the_data_plane_finds_its_record_entry(file, name, monkey
     result, order, index, emit, no_faults = CONTROL_CACHE.get(record, resolve_control(chip, options, None), latency)
     poison = dataplane.Poison(index, result.racy)
     jax.make_jaxpr(  # the data plane as a run traces it (a trace: no compiled program of another test is reused)
-        lambda: execute_data(case.kernel, chip, options, gm_inputs(x), spec, case.params, order, poison, emit=emit,
-                             no_faults=no_faults)  # fmt: skip
+        lambda: execute_data(
+            case.kernel, chip, options, gm_inputs(x), spec, case.params, order, poison, emit=emit, no_faults=no_faults
+        )  # fmt: skip
     )()
     assert looked
     for tag, entry, depth, poison in looked:

@@ -42,9 +42,10 @@ EXACT_COMPILE = {"xla_allow_excess_precision": False}
 #: control plane (integers, its result cached) and a program's first calls (``jit_outside(quick_first=True)``).
 QUICK_COMPILE = {"xla_backend_optimization_level": 0}
 #: Calls of one program that run its quick compile; the next compiles it optimised. A command-line run, a golden file,
-#: a demo or a test runs a kernel once: the suite went 311 -> 278 s with every data plane compiled quick. A program
-#: called again is likely to be called many times (a sweep of data, a benchmark): from then on it runs optimised.
-QUICK_CALLS = 1
+#: a demo or a test runs a kernel once or a few times (with the checks on and off, jitted and not): the suite went
+#: 311 -> 278 s with every data plane compiled quick, and 322 s when the second call compiled optimised. A program
+#: called more often is likely to be called many times (a loop over data, a benchmark): from then on it runs optimised.
+QUICK_CALLS = 3
 #: Programs whose calls a ``jit_outside`` counts (the least recently called forgotten first).
 PROGRAMS_COUNTED = 256
 _CALL_COUNTS: list = []  # every quick-first ``jit_outside``'s counts
