@@ -1,4 +1,5 @@
-"""How ascjax compiles the programs that compute a kernel's data, so that they round where the device rounds."""
+"""How ascjax compiles its own programs: so that they round where the device rounds, and quickly where they run
+once or a few times."""
 
 import collections
 import functools

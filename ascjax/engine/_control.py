@@ -97,12 +97,12 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions, saniti
 
 #: A control-plane program outside other transformations mostly runs once per compile (a size class's: in
 #: milliseconds, for a few small records; a record past the classes: its own program, its result cached), so it is
-#: compiled for a quick first run (``core.QUICK_COMPILE``). LLVM without optimisation compiles the seed K-loop's size class in two thirds of
-#: the time (3.2 -> 2.1 s) and flash attention's own program (bf16, seq 256, 506 instances) in 3.0-3.9 s instead of
-#: 5.0-5.6 s, and runs them 2-5x slower (2 -> 4 ms; 27 -> 105 ms). The control plane computes integers only, so its
-#: results do not depend on how it is optimised. Under a ``vmap`` alone it is still a program of its own, compiled so;
-#: inside a bigger program (a jitted sweep, a traced launch) it is optimised with it, and the blocks of a launch, many
-#: records of one template, run an optimised program (``quick=False``).
+#: compiled for a quick first run (``core.QUICK_COMPILE``). LLVM without optimisation compiles the seed K-loop's size
+#: class in two thirds of the time (3.2 -> 2.1 s) and flash attention's own program (bf16, seq 256, 506 instances) in
+#: 3.0-3.9 s instead of 5.0-5.6 s, and runs them 2-5x slower (2 -> 4 ms; 27 -> 105 ms). The control plane computes
+#: integers only, so its results do not depend on how it is optimised. Under a ``vmap`` alone it is still a program of
+#: its own, compiled so; inside a bigger program (a jitted sweep, a traced launch) it is optimised with it, and the
+#: blocks of a launch, many records of one template, run an optimised program (``quick=False``).
 #: What a size class's program costs to trace, lower and compile so (2.5-3.5 s on a 2-core x86 VM), and what the host
 #: takes per instance of a record to evaluate the control plane specialised to it (its own buckets and only the sync
 #: hardware it uses: two events of a few hundred NumPy operations, about 8 ms; the seed K-loop of 13 instances 0.17 s,
