@@ -47,6 +47,7 @@ from ._kinds import SyncMode as SyncMode
 from ._memory import Allocator as Allocator
 from ._memory import Tile as Tile
 from ._numerics import EXACT_COMPILE as EXACT_COMPILE
+from ._numerics import FIRST_CALLS_COMPILE as FIRST_CALLS_COMPILE
 from ._numerics import QUICK_CALLS as QUICK_CALLS
 from ._numerics import QUICK_COMPILE as QUICK_COMPILE
 from ._numerics import exact_jit as exact_jit
