@@ -11,22 +11,16 @@ import time
 import jax
 import numpy as np
 
-from ascjax.core import QUICK_CALLS
-
 
 def interleaved_seconds(calls: dict, repeats: int = 5) -> dict:
     """Per name of ``calls`` (name -> (fn, args) or (fn, args, repeats)): ``compile_and_first_s``, ``run_s`` (the
-    median of its steady-state calls) and ``min_s``. Every program is compiled first, and called untimed until it runs
-    optimised (a program ascjax compiles itself runs its first ``QUICK_CALLS`` calls compiled for a quick first run);
-    then each round calls every program once, in turn, so the peers share the machine's drift (a row with fewer repeats
-    sits out the last)."""
+    median of its steady-state calls) and ``min_s``. Every program is compiled first; then each round calls every
+    program once, in turn, so the peers share the machine's drift (a row with fewer repeats sits out the last)."""
     first, seen = {}, {name: [] for name in calls}
     for name, (fn, args, *_) in calls.items():
         start = time.perf_counter()
         jax.block_until_ready(fn(*args))
         first[name] = time.perf_counter() - start
-        for _ in range(QUICK_CALLS):
-            jax.block_until_ready(fn(*args))
     for round_ in range(max([repeats, *(c[2] for c in calls.values() if len(c) > 2)])):
         for name, (fn, args, *reps) in calls.items():
             if round_ < (reps[0] if reps else repeats):

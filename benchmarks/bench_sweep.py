@@ -22,7 +22,6 @@ import numpy as np
 from _timing import claim, main
 
 import ascjax as aj
-from ascjax.core import QUICK_CALLS
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
 import phases  # noqa: E402
@@ -46,8 +45,6 @@ def _compare(case, grid, n, options, repeats):
     start = time.perf_counter()
     table = swept()
     sweep_first = time.perf_counter() - start
-    for _ in range(QUICK_CALLS):  # its first calls run compiled for a quick first run: time the optimised program
-        swept()
     sweep_s = min(_seconds(swept) for _ in range(repeats))
 
     inputs = {name: jnp.asarray(x) for name, x in case.inputs.items()}

@@ -14,7 +14,6 @@ from conftest import KERNELS, REFUSED_WHILE_TRACING
 from matmul import matmul_case
 
 import ascjax as aj
-from ascjax.core import forget_program_calls
 from ascjax.engine import _dataplane as dataplane
 from ascjax.engine import default_costs
 from ascjax.front._tracing import gm_inputs, output_spec, record_on_host
@@ -252,7 +251,6 @@ def test_runs_that_differ_only_in_the_sanitizer_share_one_compiled_data_plane(mo
     execute = _planes.execute_data
     monkeypatch.setattr(_planes, "execute_data", lambda *a, **kw: traced.append(a[2]) or execute(*a, **kw))
     case = matmul_case(128, 256, 128)  # shapes no other test of this file runs: its first trace here
-    forget_program_calls()  # both runs are among the program's first calls: its quick compile
     run = lambda **options: aj.run(case.kernel, case.inputs, case.outputs, params=case.params,  # noqa: E731
                                    options=aj.Options(**options))  # fmt: skip
     checked, unchecked = run(), run(sanitize=False)

@@ -47,12 +47,9 @@ from ._kinds import SyncMode as SyncMode
 from ._memory import Allocator as Allocator
 from ._memory import Tile as Tile
 from ._numerics import EXACT_COMPILE as EXACT_COMPILE
-from ._numerics import FIRST_CALLS_COMPILE as FIRST_CALLS_COMPILE
-from ._numerics import QUICK_CALLS as QUICK_CALLS
 from ._numerics import QUICK_COMPILE as QUICK_COMPILE
 from ._numerics import exact_jit as exact_jit
 from ._numerics import fold_sum as fold_sum
-from ._numerics import forget_program_calls as forget_program_calls
 from ._numerics import jit_outside as jit_outside
 from ._options import Options as Options
 from ._topology import AIC as AIC

@@ -1,14 +1,11 @@
 """How ascjax compiles its own programs: so that they round where the device rounds, and quickly where they run
-once or a few times."""
+once and compute integers only."""
 
-import collections
 import functools
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-
-from ._kept_programs import program_key
 
 try:  # no public spelling: the trace a call runs under (JAX's eager evaluation at the bottom)
     from jax._src.core import EvalTrace as _EvalTrace
@@ -40,63 +37,31 @@ EXACT_COMPILE = {"xla_allow_excess_precision": False}
 
 #: LLVM without optimisation: compiled in a half to two thirds of the time and run up to a few times slower. For a
 #: program that runs once and computes integers only, where how it is compiled cannot change a bit: a control plane.
+#: (Not for floating point: compiled so, one bit of flash attention's output moved, in its data plane with the
+#: schedule chosen at run time.)
 QUICK_COMPILE = {"xla_backend_optimization_level": 0}
-#: LLVM's lighter optimisation, for a program's first calls (``jit_outside(quick_first=True)``): its code generator is
-#: the optimised program's, so floating-point results keep their bits (every OK case of ``kernels/``, both data-plane
-#: schedules, is checked under ``-m slow``). Without optimisation one bit of flash attention's output moved (its data
-#: plane with the schedule chosen at run time). Flash attention's data plane (bf16, seq 256) compiles in 1.5 s against
-#: 2.4 s, matmul_256's in 0.48 s against 0.66 s.
-FIRST_CALLS_COMPILE = {"xla_backend_optimization_level": 1}
-#: Calls of one program that run its quicker compile; the next compiles it optimised. A command-line run, a golden
-#: file, a demo or a test runs a kernel once or a few times (with the checks on and off, jitted and not). A program
-#: called more often is likely to be called many times (a loop over data, a benchmark): from then on it runs optimised.
-QUICK_CALLS = 3
-#: Programs whose calls a ``jit_outside`` counts (the least recently called forgotten first).
-PROGRAMS_COUNTED = 256
-_CALL_COUNTS: list = []  # every quick-first ``jit_outside``'s counts
 
 
-def forget_program_calls() -> None:
-    """Forget how often each program was called: the next call of each is a first call again (``ascjax.clear_caches``,
-    which drops the compiled programs too)."""
-    for counts in _CALL_COUNTS:
-        counts.clear()
-
-
-def jit_outside(fun, compiler_options: dict, *, quick_first: bool = False):
+def jit_outside(fun, compiler_options: dict):
     """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` where it is a program of its own: outside JAX's
     transformations or under a ``vmap`` (``compiled_on_its_own``).
 
     JAX refuses compiler options on a program nested in another's trace: inside a ``jax.jit`` or ``grad`` of the
-    user's, the enclosing program's options apply. ``quick_first``: each program's first ``QUICK_CALLS`` calls run
-    it compiled for a quick first run (``FIRST_CALLS_COMPILE``), the later ones optimised, with the same bits.
+    user's, the enclosing program's options apply.
     """
     own, plain = eqx.filter_jit(fun, compiler_options=compiler_options), eqx.filter_jit(fun)
-    quick = eqx.filter_jit(fun, compiler_options={**compiler_options, **FIRST_CALLS_COMPILE}) if quick_first else None
-    calls: collections.OrderedDict = collections.OrderedDict()  # per program: its calls so far
-    _CALL_COUNTS.append(calls)
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        if not compiled_on_its_own():
-            return plain(*args, **kwargs)
-        if quick is None:
-            return own(*args, **kwargs)
-        key = program_key((args, kwargs))
-        n = calls.pop(key, 0)
-        calls[key] = n + 1
-        if len(calls) > PROGRAMS_COUNTED:
-            calls.popitem(last=False)
-        return (quick if n < QUICK_CALLS else own)(*args, **kwargs)
+        return (own if compiled_on_its_own() else plain)(*args, **kwargs)
 
     return call
 
 
 def exact_jit(fun):
-    """``fun`` compiled with ``EXACT_COMPILE`` where it is a program of its own, for a quick first run and then
-    optimised (``jit_outside``); inside a user's own ``jit`` or ``grad``,
-    ``XLA_FLAGS=--xla_allow_excess_precision=false`` gives the device's bits too."""
-    return jit_outside(fun, EXACT_COMPILE, quick_first=True)
+    """``fun`` compiled with ``EXACT_COMPILE`` where it is a program of its own (``jit_outside``); inside a user's own
+    ``jit`` or ``grad``, ``XLA_FLAGS=--xla_allow_excess_precision=false`` gives the device's bits too."""
+    return jit_outside(fun, EXACT_COMPILE)
 
 
 def fold_sum(x, axis: int):

@@ -27,7 +27,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ..core import array_module, clear_host_caches, exact_jit, forget_program_calls
+from ..core import array_module, clear_host_caches, exact_jit
 from ..core._chip import Chip
 from ..core._options import Options
 from ..engine import ControlOptions, EmitOrder, Record, emit_order, reset_control_plane, run_control, sync_latency
@@ -188,7 +188,6 @@ def clear_caches() -> None:
     forget_recordings()
     reset_control_plane()
     clear_host_caches()
-    forget_program_calls()
 
 
 def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
@@ -233,8 +232,6 @@ def resolve_control(chip: Chip, options: Options, control: ControlOptions | None
     return control if options.sanitize else dataclasses.replace(control, sanitize=False)
 
 
-#: A run whose parameters or costs are traced, compiled once per kernel and static arguments. Inside a ``jit`` of the
-#: user's it is part of that program; under a ``vmap`` alone it is a program of its own, compiled for a quick first
-#: call (``exact_jit``): most of its compile is the control plane (3.7 of 4.2 s for a unit-flag sweep of two costs),
-#: 3.7 -> 2.5 s to compile, 12 -> 16 ms a call.
+#: A run whose parameters or costs are traced, compiled once per kernel and static arguments (inside a ``jit`` of the
+#: user's, part of that program; under a ``vmap`` alone, a program of its own with ascjax's options).
 planes_jit = exact_jit(planes)
