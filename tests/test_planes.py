@@ -17,7 +17,7 @@ import ascjax as aj
 from ascjax.engine import _dataplane as dataplane
 from ascjax.engine import default_costs
 from ascjax.front._tracing import gm_inputs, output_spec, record_on_host
-from ascjax.runner._planes import CONTROL_CACHE, execute_data, resolve_control
+from ascjax.runner._planes import CONTROL_CACHE, data_after_control, execute_data, resolve_control
 
 #: cases whose outputs the default suite compares with a one-block launch's; every OK case of kernels/ under -m slow
 QUICK = {("matmul.py", "matmul_256")}  # the twin test below runs vec_cube's sections against NumPy
@@ -210,12 +210,9 @@ def test_every_issue_of_the_data_plane_finds_its_record_entry(file, name, monkey
     chip, options = aj.get_chip(case.chip), aj.Options(poison_races=True)
     x, spec = {n: np.asarray(v) for n, v in case.inputs.items()}, output_spec(case.outputs)
     record, latency = record_on_host(case.kernel, chip, default_costs(chip), x, spec, case.params)
-    result, order, index, emit, no_faults = CONTROL_CACHE.get(record, resolve_control(chip, options, None), latency)
-    poison = dataplane.Poison(index, result.racy)
+    result = CONTROL_CACHE.get(record, resolve_control(chip, options, None), latency)[0]
     jax.make_jaxpr(  # the data plane as a run traces it (a trace: no compiled program of another test is reused)
-        lambda: execute_data(
-            case.kernel, chip, options, gm_inputs(x), spec, case.params, order, poison, emit=emit, no_faults=no_faults
-        )  # fmt: skip
+        lambda: data_after_control(case.kernel, chip, options, gm_inputs(x), spec, case.params, record, result)[0]
     )()
     assert looked
     for tag, entry, depth, poison in looked:
