@@ -31,6 +31,7 @@ from ._host_eval import needed_inputs as needed_inputs
 from ._host_first import HostFirst as HostFirst
 from ._host_first import clear_host_caches as clear_host_caches
 from ._host_first import host_call as host_call
+from ._host_first import jaxpr_call as jaxpr_call
 from ._kept_programs import KeptPrograms as KeptPrograms
 from ._kept_programs import program_key as program_key
 from ._kinds import AIC_FLAG_PAIRS as AIC_FLAG_PAIRS
@@ -52,6 +53,8 @@ from ._numerics import exact_jit as exact_jit
 from ._numerics import fold_sum as fold_sum
 from ._numerics import jit_outside as jit_outside
 from ._options import Options as Options
+from ._per_scenario import forget_batches as forget_batches
+from ._per_scenario import per_scenario as per_scenario
 from ._topology import AIC as AIC
 from ._topology import AIV0 as AIV0
 from ._topology import AIV1 as AIV1

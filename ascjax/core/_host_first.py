@@ -26,6 +26,20 @@ TRACED_KEPT = 32
 
 def host_call(fn, *args):
     """``fn(*args)`` evaluated on the host: traced once per program, then its jaxpr in NumPy (``eval_jaxpr``)."""
+    closed, out_def, out_static, dynamic = _traced(fn, args)
+    return eqx.combine(jax.tree.unflatten(out_def, eval_jaxpr(closed, *jax.tree.leaves(dynamic))), out_static)
+
+
+def jaxpr_call(fn, *args):
+    """``fn(*args)`` of traced arguments as ``host_call``'s jaxpr computes it, evaluated by JAX: a program traced for
+    the host is not traced again (that takes seconds for a control plane; evaluating its jaxpr, milliseconds)."""
+    closed, out_def, out_static, dynamic = _traced(fn, args)
+    out = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *jax.tree.leaves(dynamic))
+    return eqx.combine(jax.tree.unflatten(out_def, out), out_static)
+
+
+def _traced(fn, args) -> tuple:
+    """``(jaxpr, output structure, static outputs, array arguments)`` of ``fn(*args)``, traced once per program."""
     key = (fn, program_key(args))
     hit = _TRACED.get(key)
     dynamic, static = eqx.partition(args, eqx.is_array)
@@ -36,8 +50,7 @@ def host_call(fn, *args):
             _TRACED.popitem(last=False)
     else:
         _TRACED.move_to_end(key)
-    closed, out_def, out_static = hit
-    return eqx.combine(jax.tree.unflatten(out_def, eval_jaxpr(closed, *jax.tree.leaves(dynamic))), out_static)
+    return (*hit, dynamic)
 
 
 def clear_host_caches() -> None:

@@ -18,10 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Int
 
-from ..core import QUICK_COMPILE, RAW, HostFirst, KeptPrograms, array_module, host_call, jit_outside
+from ..core import QUICK_COMPILE, RAW, HostFirst, KeptPrograms, array_module, host_call, jaxpr_call, jit_outside
 from . import _checks
 from ._log import KIND, ranked
-from ._machine import Col, Machine, execute, plan
+from ._machine import Col, Machine, execute, init_machine, plan
 from ._options import ControlOptions, SyncLatency
 from ._record import Record
 from ._tables import Static, own_tables, static, tables
@@ -176,9 +176,34 @@ def run_control(
         out = (_run_jit if quick else _run_optimised)(st, ops, lat, program)
     if array_module(out) is np:  # concrete: trimmed on the host (an eager slice per shape would compile)
         out = jax.device_get(out)
-    n, n_all = (record.template.n_instances if options.keep_timeline else 0), record.template.n_instances
+    return _per_instance(out, record.template, options)
+
+
+def _per_instance(out: ControlResult, template, options: ControlOptions) -> ControlResult:
+    """A padded run's result with its per-instance arrays trimmed to the record's instances."""
+    n, n_all = (template.n_instances if options.keep_timeline else 0), template.n_instances
     trimmed = (out.start[:n], out.end[:n], out.leave[:n], out.source[:n], out.racy[:n_all], out.ran[:n_all])
-    return eqx.tree_at(lambda r: (r.start, r.end, r.leave, r.source, r.racy, r.ran), out, trimmed)  # per instance
+    return eqx.tree_at(lambda r: (r.start, r.end, r.leave, r.source, r.racy, r.ran), out, trimmed)
+
+
+def run_control_as_host(record: Record, options: ControlOptions = DEFAULT_OPTIONS, latency: SyncLatency | None = None):
+    """``run_control`` of a traced ``record`` as the host evaluates a concrete one: on the record's own tables, the
+    jaxpr ``host_call`` evaluates (``core.jaxpr_call``), so that a process evaluating its scenarios on the host
+    traces their control plane once (a trace takes a second or two). The result has the sizes ``in_own_tables``
+    gives a concrete run's."""
+    lat = SyncLatency() if latency is None else latency
+    own = static(record.template, options, False)
+    out = jaxpr_call(_run, own, _pad_operands(record.operands, own), lat, options.for_program())
+    return _per_instance(out, record.template, options)
+
+
+def in_own_tables(result: ControlResult, template, options: ControlOptions = DEFAULT_OPTIONS) -> ControlResult:
+    """A concrete ``result`` with its sync hardware in the sizes of the record's own tables, as a traced run's is. A
+    size class's program leaves it padded to the class: the own tables' entries first, then padding that no
+    instance touches."""
+    own = jax.eval_shape(lambda: init_machine(static(template, options, False)))
+    machine = jax.tree.map(lambda x, s: np.asarray(x)[tuple(slice(0, n) for n in s.shape)], result.machine, own)
+    return eqx.tree_at(lambda r: r.machine, result, machine)
 
 
 def sweep_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, latency: SyncLatency | None = None):

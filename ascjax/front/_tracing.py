@@ -179,6 +179,24 @@ def _kept(cache: collections.OrderedDict, key, make, size: int):
     return hit
 
 
+def _recording_of(kernel, chip: Chip, costs: Costs, inputs: dict, spec: tuple, params: dict, shapes_only: bool,
+                  block_dim: int | None):  # fmt: skip
+    """``(key, recording, leaves)``: the recording's cached trace for these arguments (its jaxpr, the structure of
+    what it returns, its static outputs and which arrays it reads), and the arrays it takes."""
+    dynamic, static = eqx.partition((costs, inputs, params), eqx.is_array)
+    leaves, treedef = jax.tree.flatten(dynamic)
+    static_leaves, static_def = jax.tree.flatten(static)
+    key = (kernel, chip, spec, shapes_only, block_dim, treedef, static_def, tuple(static_leaves),
+           tuple((np.shape(x), np.dtype(x.dtype)) for x in leaves))  # fmt: skip
+
+    def trace():
+        recording = _recording(kernel, chip, spec, shapes_only, static, block_dim)
+        closed, out_struct, out_static = eqx.filter_make_jaxpr(recording)(dynamic)
+        return closed, jax.tree.structure(out_struct), out_static, needed_inputs(closed)
+
+    return key, _kept(_RECORDINGS, key, trace, RECORDINGS_KEPT), leaves
+
+
 def record_on_host(
     kernel,
     chip: Chip,
@@ -194,18 +212,8 @@ def record_on_host(
     rest is static), then evaluated in NumPy (``core.eval_jaxpr``), with no XLA compile. ``shapes_only``: the
     inputs are zero stand-ins of their shapes, for a run whose data is traced. ``block_dim``: the records of a
     launch's blocks, their operands with a leading block axis."""
-    dynamic, static = eqx.partition((costs, inputs, params), eqx.is_array)
-    leaves, treedef = jax.tree.flatten(dynamic)
-    static_leaves, static_def = jax.tree.flatten(static)
-    key = (kernel, chip, spec, shapes_only, block_dim, treedef, static_def, tuple(static_leaves),
-           tuple((np.shape(x), np.dtype(x.dtype)) for x in leaves))  # fmt: skip
-
-    def trace():
-        recording = _recording(kernel, chip, spec, shapes_only, static, block_dim)
-        closed, out_struct, out_static = eqx.filter_make_jaxpr(recording)(dynamic)
-        return closed, jax.tree.structure(out_struct), out_static, needed_inputs(closed)
-
-    closed, out_def, out_static, needed = _kept(_RECORDINGS, key, trace, RECORDINGS_KEPT)
+    key, (closed, out_def, out_static, needed), leaves = _recording_of(kernel, chip, costs, inputs, spec, params,
+                                                                       shapes_only, block_dim)  # fmt: skip
     read = [np.asarray(x) for x, used in zip(leaves, needed) if used]
     digest = hashlib.blake2b(digest_size=16)
     for x in read:
@@ -219,6 +227,16 @@ def record_on_host(
         return eqx.combine(jax.tree.unflatten(out_def, out), out_static)
 
     return _kept(_RECORDS, (key, digest.hexdigest()), evaluate, RECORDS_KEPT)
+
+
+def record_traced(kernel, chip: Chip, costs: Costs, inputs: dict, spec: tuple, params: dict,
+                  shapes_only: bool = False):  # fmt: skip
+    """``record_on_host``'s record and latencies of traced arguments: its cached trace evaluated by JAX, so that the
+    record has the template the host's records of these shapes have."""
+    _, (closed, out_def, out_static, _), leaves = _recording_of(kernel, chip, costs, inputs, spec, params,
+                                                                shapes_only, None)  # fmt: skip
+    out = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *leaves)
+    return eqx.combine(jax.tree.unflatten(out_def, out), out_static)
 
 
 def warn_unused_inputs(inputs: dict, program: Program, outputs: tuple) -> None:

@@ -27,14 +27,24 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ..core import array_module, clear_host_caches, exact_jit
+from ..core import array_module, clear_host_caches, exact_jit, forget_batches, per_scenario
 from ..core._chip import Chip
 from ..core._options import Options
-from ..engine import ControlOptions, EmitOrder, Record, emit_order, reset_control_plane, run_control, sync_latency
+from ..engine import (
+    ControlOptions,
+    EmitOrder,
+    Record,
+    emit_order,
+    in_own_tables,
+    reset_control_plane,
+    run_control,
+    run_control_as_host,
+    sync_latency,
+)
 from ..engine import _dataplane as dataplane
 from ..engine._state import State
 from ..front._program import NeedsData, Program
-from ..front._tracing import forget_recordings, initial_gm, record_kernel, record_on_host, trace_kernel
+from ..front._tracing import forget_recordings, initial_gm, record_kernel, record_on_host, record_traced, trace_kernel
 from ..isa.ops._machine import NO_FAULTS
 
 
@@ -188,6 +198,7 @@ def clear_caches() -> None:
     forget_recordings()
     reset_control_plane()
     clear_host_caches()
+    forget_batches()
 
 
 def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
@@ -222,6 +233,55 @@ def planes_data_traced(kernel, chip: Chip, options: Options, control: ControlOpt
     except NeedsData:
         return planes_jit(kernel, chip, options, control, costs, inputs, spec, params)
     return _data_after(kernel, chip, options, inputs, spec, params, record, control_run)
+
+
+#: What a record's control plane costs to compile batched (3.7-5.4 s measured on a 2-core x86 VM): a vmap whose
+#: scenarios would cost more on the host, one by one, runs them so.
+BATCHED_CONTROL_COMPILE_S = 4.0
+
+
+def planes_per_scenario(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
+                        params: dict):  # fmt: skip
+    """``planes_jit`` for a run whose parameters or costs a ``vmap`` alone traces (a sweep in the user's eager
+    ``vmap``): each distinct scenario recorded on the host and its control plane run as a concrete record's is
+    (``run_control``: a size class's program, or the host), one by one (``core.per_scenario``); the data plane
+    compiled batched, in the order each scenario's control plane ran it. One batched program holding the control
+    plane would compile for 3.7-5.4 s on a 2-core x86 VM; a scenario on the host takes milliseconds to a second.
+    A kernel that reads GM contents while it is recorded is traced whole (``planes_jit``)."""
+    shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()}
+    dynamic, static = eqx.partition((costs, params), eqx.is_array)
+    templates = []  # the record's template, one for every scenario (the recording's trace is shared)
+
+    def traced(dynamic):  # what each scenario's host run computes, traced: its shapes, and a batched program's
+        costs, params = eqx.combine(dynamic, static)
+        record, latency = record_traced(kernel, chip, costs, shapes, spec, params, shapes_only=True)
+        templates.append(record.template)
+        return record.operands, run_control_as_host(record, control, latency)
+
+    def on_host(dynamic):
+        costs, params = eqx.combine(dynamic, static)
+        record, latency = record_on_host(kernel, chip, costs, shapes, spec, params, shapes_only=True)
+        return record.operands, in_own_tables(run_control(record, control, latency), record.template, control)
+
+    static_leaves, static_def = jax.tree.flatten(static)
+    input_shapes = tuple((name, x.shape, x.dtype.str) for name, x in shapes.items())
+    key = (kernel, chip, spec, control, static_def, tuple(static_leaves), input_shapes)
+    try:
+        hash(key)
+    except TypeError:  # a parameter JAX cannot hash: no batch of it is kept
+        key = None
+    try:
+        operands, result = per_scenario(traced, on_host, key, BATCHED_CONTROL_COMPILE_S)(dynamic)
+    except NeedsData:
+        return planes_jit(kernel, chip, options, control, costs, inputs, spec, params)
+    record = Record(templates[0], operands)
+    state, _ = _data_traced_jit(kernel, chip, options.for_data_plane(), inputs, spec, params, record, result)
+    return state, record, result
+
+
+@exact_jit
+def _data_traced_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, record, result):
+    return data_after_control(kernel, chip, options, inputs, spec, params, record, result)
 
 
 def resolve_control(chip: Chip, options: Options, control: ControlOptions | None) -> ControlOptions:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core import EXCEPTIONS, MESSAGES, Verdict
 from ..core._chip import Chip, get_chip
+from ..core._numerics import compiled_on_its_own
 from ..core._options import Options
 from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_cycles
 from ..engine._state import State
@@ -25,7 +26,7 @@ from ..report._poison import poison_words
 from ..report._report import Report
 from ..report._timeline import Timeline
 from ._check import CheckResult, verdict_codes
-from ._planes import planes, planes_cached, planes_data_traced, planes_jit, resolve_control
+from ._planes import planes, planes_cached, planes_data_traced, planes_jit, planes_per_scenario, resolve_control
 
 
 class Result(eqx.Module):
@@ -186,8 +187,8 @@ def run(
     traced = lambda tree: any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
     if not jit:
         how = planes
-    elif traced((args[-1], costs)):  # the record's operands are traced: one program
-        how = planes_jit
+    elif traced((args[-1], costs)):  # the record's operands are traced: one program, or per scenario under a vmap
+        how = planes_per_scenario if compiled_on_its_own() else planes_jit
     else:  # inside a jit / eval_shape a new array is a tracer: the control plane then runs on the host, aside
         how = planes_data_traced if traced(inputs) or traced(jnp.zeros(())) else planes_cached
     state, record, found = how(*args)
