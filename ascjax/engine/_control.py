@@ -11,6 +11,7 @@ scenario operands.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -130,6 +131,7 @@ def reset_control_plane() -> None:
     _run_kept.clear()
     tables.cache_clear()
     own_tables.cache_clear()
+    _own_machine.cache_clear()
 
 
 def _pad_operands(op: dict, st: Static) -> dict:
@@ -201,9 +203,15 @@ def in_own_tables(result: ControlResult, template, options: ControlOptions = DEF
     """A concrete ``result`` with its sync hardware in the sizes of the record's own tables, as a traced run's is. A
     size class's program leaves it padded to the class: the own tables' entries first, then padding that no
     instance touches."""
-    own = jax.eval_shape(lambda: init_machine(static(template, options, False)))
+    own = _own_machine(template, options)
     machine = jax.tree.map(lambda x, s: np.asarray(x)[tuple(slice(0, n) for n in s.shape)], result.machine, own)
     return eqx.tree_at(lambda r: r.machine, result, machine)
+
+
+@functools.lru_cache(maxsize=64)
+def _own_machine(template, options: ControlOptions):
+    """The shapes of the sync hardware of ``template``'s own tables."""
+    return jax.eval_shape(lambda: init_machine(static(template, options, False)))
 
 
 def sweep_control(record: Record, options: ControlOptions = DEFAULT_OPTIONS, latency: SyncLatency | None = None):
