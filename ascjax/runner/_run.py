@@ -164,7 +164,8 @@ def run(
     - ``inputs``: GM input tensors by name; ``outputs``: GM output tensors as ``name: (shape, dtype)``
       (zero-filled before the run).
     - ``params``: extra keyword arguments for the kernel; arrays among them are traced, so a
-      ``jax.vmap`` over them sweeps scenarios with one compilation.
+      ``jax.vmap`` over them sweeps scenarios with one compilation (under a ``vmap`` alone, of the data plane: each
+      distinct scenario's control plane runs as a single run's while that costs less than compiling it batched).
     - ``throw``: raise the typed error when the verdict is not OK. Keep it False under ``vmap``.
     - ``sanitize``: happens-before race and uninitialised-read checks (on by default);
       ``poison_races``: a read the control plane finds racy writes NaN (integers: INT_MIN), so the race shows in
