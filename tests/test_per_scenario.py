@@ -50,6 +50,9 @@ def test_an_eager_vmap_runs_each_distinct_scenario_once_on_the_host():
     assert len(calls) == 2
     _same(jax.vmap(fun, (0, None))(xs, y + 1), _expected(xs, y + 1))  # another unbatched argument: run again
     assert len(calls) == 4
+    empty = jnp.zeros((0, 2), jnp.int32)
+    _same(jax.vmap(fun, (0, None))(empty, y), _expected(empty, y))  # no scenario: nothing to stack
+    assert len(calls) == 4
 
 
 def test_scenarios_that_would_cost_more_than_a_compile_run_batched():

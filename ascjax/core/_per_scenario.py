@@ -43,7 +43,8 @@ def per_scenario(traced, on_host, key, compile_s: float):
     def rule(axis_size: int, in_batched, *args):
         batched = tuple(jax.tree.leaves(in_batched))
         in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(args)):  # inside a bigger program
+        traced_whole = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(args))  # inside a bigger program
+        if traced_whole or axis_size == 0:
             out = exact_jit(jax.vmap(traced, in_axes=in_axes))(*args)
             return out, jax.tree.map(lambda _: True, out)
         leaves = [np.asarray(x) for x in jax.tree.leaves(args)]
