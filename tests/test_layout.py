@@ -11,6 +11,9 @@ and, since flattening a physical array gives buffer order, from the byte-free fl
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -90,12 +93,25 @@ def _distinct(rows: int, cols: int, dtype=np.int32) -> np.ndarray:
     return np.arange(1, rows * cols + 1, dtype=np.int64).reshape(rows, cols).astype(dtype)
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _transforms(x, fmt: Format, c0: int, padded: tuple):
+    """What the data plane computes, as it computes it (traced): the physical array of ``x`` padded to ``padded``,
+    its ND matrix back, and for Nz the direct ``nd_to_nz`` / ``nz_to_nd`` pair. One program per shape, not one per
+    eager op."""
+    phys = to_fractal(pad_to(x, *padded), fmt, c0)
+    back = from_fractal(phys, fmt)
+    if fmt is not Format.NZ:
+        return phys, back, None, None
+    nz = nd_to_nz(x, c0)
+    return phys, back, nz, nz_to_nd(nz, *x.shape)
+
+
 def _check_layout(rows: int, cols: int, fmt: Format, c0: int) -> None:
     x = _distinct(rows, cols)
     ru, cu = _units(fmt, c0)
     rp, cp = _ceil(rows, ru), _ceil(cols, cu)
     assert padded_shape(rows, cols, fmt, c0) == (rp, cp)
-    phys = np.asarray(to_fractal(pad_to(jnp.asarray(x), rp, cp), fmt, c0))
+    phys, back, nz, nd = jax.device_get(_transforms(jnp.asarray(x), fmt, c0, (rp, cp)))
     assert phys.shape == physical_shape(rows, cols, fmt, c0)
     # every element where the index formula puts it, zeros in the padding
     np.testing.assert_array_equal(phys, _expected_physical(x, fmt, c0))
@@ -109,14 +125,12 @@ def _check_layout(rows: int, cols: int, fmt: Format, c0: int) -> None:
     rest[off.reshape(-1)] = False
     assert not np.any(flat[rest]), "padding must be zero"
     # round trip
-    back = np.asarray(from_fractal(jnp.asarray(phys), fmt))
     assert back.shape == (rp, cp)
     np.testing.assert_array_equal(back[:rows, :cols], x)
     assert not np.any(back[rows:, :]) and not np.any(back[:, cols:])
     if fmt is Format.NZ:
-        nz = np.asarray(nd_to_nz(jnp.asarray(x), c0))
         np.testing.assert_array_equal(nz, phys)
-        np.testing.assert_array_equal(np.asarray(nz_to_nd(jnp.asarray(nz), rows, cols)), x)
+        np.testing.assert_array_equal(nd, x)
 
 
 # -- deterministic edge shapes: exact fractals, one short, one over, single element ----------
@@ -169,11 +183,12 @@ def test_padded_round_trip_keeps_padding_data(rows, cols, fmt, c0, seed):
     """A whole padded matrix (garbage in its padding too) survives ND -> fractal -> ND bit for bit."""
     rp, cp = padded_shape(rows, cols, fmt, c0)
     nd = np.random.default_rng(seed).integers(-(2**20), 2**20, (rp, cp)).astype(np.int32)
-    phys = to_fractal(jnp.asarray(nd), fmt, c0)
-    np.testing.assert_array_equal(np.asarray(from_fractal(phys, fmt)), nd)
+    phys, back, _, _ = jax.device_get(_transforms(jnp.asarray(nd), fmt, c0, (rp, cp)))
+    np.testing.assert_array_equal(back, nd)
     # Zn is bit for bit the Nz image of the transpose
     if fmt is Format.ZN:
-        np.testing.assert_array_equal(np.asarray(phys), np.asarray(to_fractal(jnp.asarray(nd.T), Format.NZ, c0)))
+        transposed, _, _, _ = _transforms(jnp.asarray(nd.T), Format.NZ, c0, (cp, rp))
+        np.testing.assert_array_equal(phys, np.asarray(transposed))
 
 
 @pytest.mark.parametrize(
@@ -190,9 +205,9 @@ def test_layout_keeps_dtype_and_bits(np_dtype, c0, fmt):
     else:
         x = (rng.standard_normal((rows, cols)) * 100).astype(np_dtype)
     rp, cp = padded_shape(rows, cols, fmt, c0)
-    phys = to_fractal(pad_to(jnp.asarray(x), rp, cp), fmt, c0)
+    phys, back, _, _ = jax.device_get(_transforms(jnp.asarray(x), fmt, c0, (rp, cp)))
     assert phys.dtype == np.dtype(np_dtype)
-    back = np.asarray(from_fractal(phys, fmt))[:rows, :cols]
+    back = back[:rows, :cols]
     assert back.dtype == np.dtype(np_dtype)
     uint = {1: np.uint8, 2: np.uint16, 4: np.uint32}[np.dtype(np_dtype).itemsize]
     np.testing.assert_array_equal(back.view(uint), x.view(uint))

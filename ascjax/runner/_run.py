@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import EXCEPTIONS, MESSAGES, Verdict
+from ..core import EXCEPTIONS, MESSAGES, Verdict, exact_jit
 from ..core._chip import Chip, get_chip
 from ..core._numerics import compiled_on_its_own
 from ..core._options import Options
@@ -27,6 +27,17 @@ from ..report._report import Report
 from ..report._timeline import Timeline
 from ._check import CheckResult, verdict_codes
 from ._planes import planes, planes_cached, planes_data_traced, planes_jit, planes_per_scenario, resolve_control
+
+#: ``run_cycles`` as one program per record template: its eager ops, and its scan (a new body each call), would
+#: compile on every call of ``Result.cycles``.
+_run_cycles = exact_jit(run_cycles)
+
+
+@exact_jit
+def _batched_cycles(record: Record, control: ControlResult, costs: Costs, costs_axis: int | None):
+    """``run_cycles`` of every scenario of a batched result (``costs_axis``: 0 where the costs are batched too)."""
+    one = lambda ops, found, c: run_cycles(Record(record.template, ops), found, c)  # noqa: E731
+    return jax.vmap(one, in_axes=(0, 0, costs_axis))(record.operands, control, costs)
 
 
 class Result(eqx.Module):
@@ -62,10 +73,9 @@ class Result(eqx.Module):
         ``jax.grad`` of it by a ``Costs`` field is how many times that cost lies on the critical path
         (``engine.run_cycles``)."""
         if not self.batched:
-            return run_cycles(self.record, self.control, self.costs)
+            return _run_cycles(self.record, self.control, self.costs)
         costs_axis = 0 if jnp.ndim(self.costs.mmad_head_cycles) > 0 else None
-        one = lambda ops, control, costs: run_cycles(Record(self.record.template, ops), control, costs)  # noqa: E731
-        return jax.vmap(one, in_axes=(0, 0, costs_axis))(self.record.operands, self.control, self.costs)
+        return _batched_cycles(self.record, self.control, self.costs, costs_axis)
 
     @property
     def batched(self) -> bool:
