@@ -28,7 +28,7 @@ _BATCHES: collections.OrderedDict = collections.OrderedDict()
 BATCHES_KEPT = 16
 
 
-def per_scenario(traced, on_host, key, compile_s: float):
+def per_scenario(traced, on_host, key, compile_s: float, run_batched=None):
     """``traced(*args)``; under an eager ``vmap``, ``on_host(*scenario_args)`` per distinct scenario, stacked.
 
     ``on_host`` takes concrete arrays and returns what ``traced`` does, as host arrays of the same shapes and dtypes.
@@ -36,8 +36,12 @@ def per_scenario(traced, on_host, key, compile_s: float):
     batch is kept).
     ``compile_s``: what compiling ``traced`` batched costs; once the scenarios left would cost more on the host (at
     the last one's pace), they run as one batched program.
+    ``run_batched(in_axes, *args)``: ``traced`` of every scenario at once (default: ``jax.vmap`` of it, compiled with
+    ``EXACT_COMPILE``), for a caller that compiles its parts apart.
     """
     fun = custom_vmap(traced)
+    if run_batched is None:
+        run_batched = lambda in_axes, *args: exact_jit(jax.vmap(traced, in_axes=in_axes))(*args)  # noqa: E731
 
     @fun.def_vmap
     def rule(axis_size: int, in_batched, *args):
@@ -45,7 +49,7 @@ def per_scenario(traced, on_host, key, compile_s: float):
         in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
         traced_whole = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(args))  # inside a bigger program
         if traced_whole or axis_size == 0:
-            out = exact_jit(jax.vmap(traced, in_axes=in_axes))(*args)
+            out = run_batched(in_axes, *args)
             return out, jax.tree.map(lambda _: True, out)
         leaves = [np.asarray(x) for x in jax.tree.leaves(args)]
         whole = None if key is None else (key, batched, _digest(leaves))
@@ -72,7 +76,7 @@ def per_scenario(traced, on_host, key, compile_s: float):
                 done[digest] = on_host(*jax.tree.unflatten(structure, scenario))
                 if (time.perf_counter() - start) * (axis_size - b - 1) > compile_s:
                     rest = [x[b + 1 :] if on else x for x, on in zip(leaves, batched)]
-                    tail = exact_jit(jax.vmap(traced, in_axes=in_axes))(*jax.tree.unflatten(structure, rest))
+                    tail = run_batched(in_axes, *jax.tree.unflatten(structure, rest))
                     outs.append(done[digest])
                     head = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *outs)
                     return jax.tree.map(lambda h, t: np.concatenate([h, np.asarray(t)]), head, tail)

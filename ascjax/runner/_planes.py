@@ -27,7 +27,15 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ..core import array_module, clear_host_caches, exact_jit, forget_batches, per_scenario
+from ..core import (
+    QUICK_COMPILE,
+    array_module,
+    clear_host_caches,
+    exact_jit,
+    forget_batches,
+    jit_outside,
+    per_scenario,
+)
 from ..core._chip import Chip
 from ..core._options import Options
 from ..engine import (
@@ -252,11 +260,22 @@ def planes_per_scenario(kernel, chip: Chip, options: Options, control: ControlOp
     dynamic, static = eqx.partition((costs, params), eqx.is_array)
     templates = []  # the record's template, one for every scenario (the recording's trace is shared)
 
-    def traced(dynamic):  # what each scenario's host run computes, traced: its shapes, and a batched program's
+    def recorded(dynamic):  # a scenario's record operands and sync latencies, traced
         costs, params = eqx.combine(dynamic, static)
         record, latency = record_traced(kernel, chip, costs, shapes, spec, params, shapes_only=True)
         templates.append(record.template)
-        return record.operands, run_control_as_host(record, control, latency)
+        return record.operands, latency
+
+    def controlled(operands, latency):
+        return run_control_as_host(Record(templates[0], operands), control, latency)
+
+    def traced(dynamic):  # what each scenario's host run computes, traced: its shapes, and a batched program's
+        operands, latency = recorded(dynamic)
+        return operands, controlled(operands, latency)
+
+    def batched(in_axes, dynamic):  # every scenario at once: the recording exact, the integer control plane quick
+        operands, latency = exact_jit(jax.vmap(recorded, in_axes=in_axes))(dynamic)
+        return operands, jit_outside(jax.vmap(controlled), QUICK_COMPILE)(operands, latency)
 
     def on_host(dynamic):
         costs, params = eqx.combine(dynamic, static)
@@ -271,7 +290,7 @@ def planes_per_scenario(kernel, chip: Chip, options: Options, control: ControlOp
     except TypeError:  # a parameter JAX cannot hash: no batch of it is kept
         key = None
     try:
-        operands, result = per_scenario(traced, on_host, key, BATCHED_CONTROL_COMPILE_S)(dynamic)
+        operands, result = per_scenario(traced, on_host, key, BATCHED_CONTROL_COMPILE_S, batched)(dynamic)
     except NeedsData:
         return planes_jit(kernel, chip, options, control, costs, inputs, spec, params)
     record = Record(templates[0], operands)
