@@ -243,8 +243,9 @@ def planes_data_traced(kernel, chip: Chip, options: Options, control: ControlOpt
     return _data_after(kernel, chip, options, inputs, spec, params, record, control_run)
 
 
-#: What a record's control plane costs to compile batched (3.7-5.4 s measured on a 2-core x86 VM): a vmap whose
-#: scenarios would cost more on the host, one by one, runs them so.
+#: What a record's scenarios cost to compile batched, its recording optimised and its integer control plane quick (the
+#: seed K-loop: 1.5 + 2.0 s on a 2-core x86 VM, with their traces about 4 s): a vmap whose scenarios would cost more
+#: on the host, one by one, runs them so.
 BATCHED_CONTROL_COMPILE_S = 4.0
 
 
@@ -254,8 +255,9 @@ def planes_per_scenario(kernel, chip: Chip, options: Options, control: ControlOp
     ``vmap``): each distinct scenario recorded on the host and its control plane run as a concrete record's is
     (``run_control``: a size class's program, or the host), one by one (``core.per_scenario``); the data plane
     compiled batched, in the order each scenario's control plane ran it. One batched program holding the control
-    plane would compile for 3.7-5.4 s on a 2-core x86 VM; a scenario on the host takes milliseconds to a second.
-    A kernel that reads GM contents while it is recorded is traced whole (``planes_jit``)."""
+    plane compiled for 3.7-5.4 s on a 2-core x86 VM; a scenario on the host takes milliseconds to a second. Past
+    ``BATCHED_CONTROL_COMPILE_S`` of host time, the scenarios left run batched. A kernel that reads GM contents while
+    it is recorded is traced whole (``planes_jit``)."""
     shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()}
     dynamic, static = eqx.partition((costs, params), eqx.is_array)
     templates = []  # the record's template, one for every scenario (the recording's trace is shared)
