@@ -160,6 +160,15 @@ SIZE_CLASSES = (
         "seg_major_rows": 64, "seg_major_depth": 256, "seg_minor_rows": 64, "seg_minor_depth": 256,
         "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 128, "read_slots": 32, "write_slots": 16,
     },
+    # the second with all 16 cross-core ids, as a ping-pong's FIFOs of ids use them (its machine four times wider): such
+    # records (170-380 instances) were past the second by their ids alone, each compiling a program of its own
+    {
+        "instances": 512, "queues": 16, "queue_length": 256, "channels": 4, "uf_atoms": 16, "fences": 64,
+        "counters": 16, "atoms": 4096, "accesses": 1024, "pairs": 4096, "race_rows": 512, "sync_rows": 256,
+        "id_rows": 64, "uninit_rows": 512, "uninit_write_rows": 512, "bound_rows": 128, "fault_rows": 64,
+        "seg_major_rows": 64, "seg_major_depth": 256, "seg_minor_rows": 128, "seg_minor_depth": 256,
+        "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 128, "read_slots": 32, "write_slots": 16,
+    },
 )  # fmt: skip
 
 
