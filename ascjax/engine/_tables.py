@@ -145,31 +145,27 @@ def static(t: Template, options: ControlOptions, shared: bool = True) -> Static:
 #: Size classes: every padded size of a record that fits one of them is the class's, so the records of the tests, the
 #: seed cases and a first kernel share a handful of compiled control planes (its compile costs seconds, a padded step
 #: microseconds). A record past every class keeps its own power-of-two buckets.
+_SMALL = {
+    "instances": 128, "queues": 16, "queue_length": 64, "channels": 4, "uf_atoms": 8, "fences": 16,
+    "counters": 2, "atoms": 1024, "accesses": 256, "pairs": 512, "race_rows": 128, "sync_rows": 64,
+    "id_rows": 16, "uninit_rows": 128, "uninit_write_rows": 128, "bound_rows": 32, "fault_rows": 16,
+    "seg_major_rows": 32, "seg_major_depth": 64, "seg_minor_rows": 32, "seg_minor_depth": 64,
+    "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 64, "read_slots": 16, "write_slots": 8,
+}  # fmt: skip
+_MEDIUM = {
+    "instances": 512, "queues": 16, "queue_length": 256, "channels": 4, "uf_atoms": 16, "fences": 64,
+    "counters": 4, "atoms": 4096, "accesses": 1024, "pairs": 4096, "race_rows": 512, "sync_rows": 256,
+    "id_rows": 64, "uninit_rows": 512, "uninit_write_rows": 512, "bound_rows": 128, "fault_rows": 64,
+    "seg_major_rows": 64, "seg_major_depth": 256, "seg_minor_rows": 64, "seg_minor_depth": 256,
+    "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 128, "read_slots": 32, "write_slots": 16,
+}  # fmt: skip
 SIZE_CLASSES = (
-    {
-        "instances": 128, "queues": 16, "queue_length": 64, "channels": 4, "uf_atoms": 8, "fences": 16,
-        "counters": 2, "atoms": 1024, "accesses": 256, "pairs": 512, "race_rows": 128, "sync_rows": 64,
-        "id_rows": 16, "uninit_rows": 128, "uninit_write_rows": 128, "bound_rows": 32, "fault_rows": 16,
-        "seg_major_rows": 32, "seg_major_depth": 64, "seg_minor_rows": 32, "seg_minor_depth": 64,
-        "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 64, "read_slots": 16, "write_slots": 8,
-    },
-    {
-        "instances": 512, "queues": 16, "queue_length": 256, "channels": 4, "uf_atoms": 16, "fences": 64,
-        "counters": 4, "atoms": 4096, "accesses": 1024, "pairs": 4096, "race_rows": 512, "sync_rows": 256,
-        "id_rows": 64, "uninit_rows": 512, "uninit_write_rows": 512, "bound_rows": 128, "fault_rows": 64,
-        "seg_major_rows": 64, "seg_major_depth": 256, "seg_minor_rows": 64, "seg_minor_depth": 256,
-        "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 128, "read_slots": 32, "write_slots": 16,
-    },
+    _SMALL,
+    _MEDIUM,
     # the second with all 16 cross-core ids, as a ping-pong's FIFOs of ids use them (its machine four times wider): such
     # records (170-380 instances) were past the second by their ids alone, each compiling a program of its own
-    {
-        "instances": 512, "queues": 16, "queue_length": 256, "channels": 4, "uf_atoms": 16, "fences": 64,
-        "counters": 16, "atoms": 4096, "accesses": 1024, "pairs": 4096, "race_rows": 512, "sync_rows": 256,
-        "id_rows": 64, "uninit_rows": 512, "uninit_write_rows": 512, "bound_rows": 128, "fault_rows": 64,
-        "seg_major_rows": 64, "seg_major_depth": 256, "seg_minor_rows": 128, "seg_minor_depth": 256,
-        "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 128, "read_slots": 32, "write_slots": 16,
-    },
-)  # fmt: skip
+    {**_MEDIUM, "counters": 16, "seg_minor_rows": 128},
+)
 
 
 @functools.lru_cache(maxsize=64)  # one set of padded tables per record and options, not one per call
