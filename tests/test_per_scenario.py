@@ -138,29 +138,6 @@ def test_an_eager_vmap_past_the_host_budget_runs_the_rest_batched_and_finds_the_
         np.testing.assert_array_equal(a, b)
 
 
-def test_a_kernel_that_reads_gm_contents_is_traced_whole_under_an_eager_vmap():
-    """Recorded from its inputs' shapes it could not see its data, so it runs as one program (``planes_jit``)."""
-
-    def kernel(k, s):
-        scale = k.gm("x")[0, 0]  # a value of the data, read while the kernel is traced
-        with k.vector(0):
-            t = k.alloc("UB", (16, 16), "float32")
-            k.copy_gm2ub(t, "x")
-            k.sync_notify("MTE2", "V", 0)
-            k.sync_wait("MTE2", "V", 0)
-            k.mul(t, t, scale * s)
-            k.sync_notify("V", "MTE3", 0)
-            k.sync_wait("V", "MTE3", 0)
-            k.copy_ub2gm("out", t)
-
-    x = jnp.arange(256, dtype=jnp.float32).reshape(16, 16) + 2
-    ss = jnp.array([1.0, 3.0], jnp.float32)
-    out = jax.vmap(lambda s: aj.run(kernel, {"x": x}, {"out": ((16, 16), "float32")}, chip="950", params={"s": s}))(ss)
-    assert [aj.Verdict(int(v)) for v in out.verdict] == [aj.Verdict.OK] * 2
-    for i in range(2):
-        np.testing.assert_array_equal(np.asarray(out.outputs["out"][i]), np.asarray(x * (x[0, 0] * ss[i])))
-
-
 def test_poison_races_under_an_eager_vmap_poisons_what_each_scenario_poisons_alone():
     """Seed 000's store without a phase races the last mmad (its reads poisoned); with STPhase.Final it is clean."""
     case = phases.seed000_error2()

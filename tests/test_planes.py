@@ -282,21 +282,36 @@ def test_a_transformation_of_the_data_alone_reuses_the_control_plane():
         np.testing.assert_array_equal(np.asarray(jitted[out]), np.asarray(eager[out]))
 
 
+def _scaled_by_its_first_element(k, s=1.0):
+    """``out = x * x[0, 0] * s``: a kernel that reads a value of GM while it is traced (``k.gm``)."""
+    scale = k.gm("x")[0, 0] * s
+    with k.vector(0):
+        t = k.alloc("UB", (16, 16), "float32")
+        k.copy_gm2ub(t, "x")
+        k.sync_notify("MTE2", "V", 0)
+        k.sync_wait("MTE2", "V", 0)
+        k.mul(t, t, scale)
+        k.sync_notify("V", "MTE3", 0)
+        k.sync_wait("V", "MTE3", 0)
+        k.copy_ub2gm("out", t)
+
+
+def _run_scaled(x, **params):
+    return aj.run(_scaled_by_its_first_element, {"x": x}, {"out": ((16, 16), "float32")}, chip="950", params=params)
+
+
 def test_a_kernel_that_reads_gm_contents_is_traced_whole_under_a_transformation():
     """A record made from the inputs' shapes cannot see data: a kernel reading GM (``k.gm``) runs as one program."""
-
-    def kernel(k):
-        scale = k.gm("x")[0, 0]  # a value of the data, read while the kernel is traced
-        with k.vector(0):
-            t = k.alloc("UB", (16, 16), "float32")
-            k.copy_gm2ub(t, "x")
-            k.sync_notify("MTE2", "V", 0)
-            k.sync_wait("MTE2", "V", 0)
-            k.mul(t, t, scale)
-            k.sync_notify("V", "MTE3", 0)
-            k.sync_wait("V", "MTE3", 0)
-            k.copy_ub2gm("out", t)
-
     x = jnp.arange(256, dtype=jnp.float32).reshape(16, 16) + 2
-    out = jax.jit(lambda x: aj.run(kernel, {"x": x}, {"out": ((16, 16), "float32")}, chip="950").outputs["out"])(x)
+    out = jax.jit(lambda x: _run_scaled(x).outputs["out"])(x)
     np.testing.assert_array_equal(np.asarray(out), np.asarray(x * x[0, 0]))
+
+
+def test_a_kernel_that_reads_gm_contents_is_traced_whole_under_an_eager_vmap_of_its_parameters():
+    """Each scenario recorded on the host from the inputs' shapes could not see the data either (``per_scenario``)."""
+    x = jnp.arange(256, dtype=jnp.float32).reshape(16, 16) + 2
+    ss = jnp.array([1.0, 3.0], jnp.float32)
+    swept = jax.vmap(lambda s: _run_scaled(x, s=s))(ss)
+    assert [aj.Verdict(int(v)) for v in swept.verdict] == [aj.Verdict.OK] * 2
+    for i in range(2):
+        np.testing.assert_array_equal(np.asarray(swept.outputs["out"][i]), np.asarray(x * (x[0, 0] * ss[i])))
