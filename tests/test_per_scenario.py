@@ -152,3 +152,22 @@ def test_poison_races_under_an_eager_vmap_poisons_what_each_scenario_poisons_alo
         alone = np.asarray(go(int(stores[i])).outputs["out"])
         assert np.isnan(alone).any() == poisoned
         np.testing.assert_array_equal(np.asarray(swept.outputs["out"][i]), alone)
+
+
+def test_scenarios_run_on_the_host_or_by_the_size_class_program_stack_alike(monkeypatch):
+    """The host evaluates a scenario on its own tables, the size class's program on the class's: each scenario's sync
+    hardware is cut back to its own tables (``in_own_tables``), so both stack to the traced run's shapes and agree."""
+    from ascjax.engine import _control
+
+    firsts = jnp.array([PARTIAL, FINAL], jnp.int32)
+    lasts = jnp.array([FINAL, PARTIAL], jnp.int32)
+    runs = {}
+    for where, compile_s in (("host", 1e9), ("compiled", 0.0)):
+        per.forget_batches()
+        _control._run_shared.reset()
+        monkeypatch.setattr(_control._run_shared, "compile_s", compile_s)
+        runs[where] = jax.vmap(_kloop)(firsts, lasts).control
+    assert _control._run_shared.compiled_programs() >= 1  # the second pass ran the class's program
+    for a, b in zip(jax.tree.leaves(runs["host"]), jax.tree.leaves(runs["compiled"]), strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
