@@ -336,7 +336,8 @@ class _HostThenCompiled:
 
 
 def test_blocks_whose_control_planes_ran_on_the_host_and_compiled_launch_alike(monkeypatch):
-    """The host's machine state is sized by the record's own tables, the compiled one's by its size class."""
+    """The host evaluates a block on its own tables, the size class's program on the class's; the launch finds the
+    same either way."""
     import ascjax.engine._control as control
     from ascjax.runner._planes import CONTROL_CACHE
 

@@ -155,8 +155,9 @@ def test_poison_races_under_an_eager_vmap_poisons_what_each_scenario_poisons_alo
 
 
 def test_scenarios_run_on_the_host_or_by_the_size_class_program_stack_alike(monkeypatch):
-    """The host evaluates a scenario on its own tables, the size class's program on the class's: each scenario's sync
-    hardware is cut back to its own tables (``in_own_tables``), so both stack to the traced run's shapes and agree."""
+    """The host evaluates a scenario on its own tables, the size class's program on the class's: ``run_control`` cuts
+    a concrete result's sync hardware back to the record's own tables, so both stack to the traced run's shapes and
+    agree."""
     from ascjax.engine import _control
 
     firsts = jnp.array([PARTIAL, FINAL], jnp.int32)

@@ -71,17 +71,17 @@ def per_scenario(traced, on_host, key, compile_s: float, run_batched=None):
         for b in range(axis_size):
             scenario = [x[b] if on else x for x, on in zip(leaves, batched)]
             digest = _digest(scenario)
+            pays = False
             if digest not in done:  # a scenario equal to an earlier one reuses its result
                 start = time.perf_counter()
                 done[digest] = on_host(*jax.tree.unflatten(structure, scenario))
-                if (time.perf_counter() - start) * (axis_size - b - 1) > compile_s:
-                    rest = [x[b + 1 :] if on else x for x, on in zip(leaves, batched)]
-                    tail = run_batched(in_axes, *jax.tree.unflatten(structure, rest))
-                    outs.append(done[digest])
-                    head = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *outs)
-                    return jax.tree.map(lambda h, t: np.concatenate([h, np.asarray(t)]), head, tail)
+                pays = (time.perf_counter() - start) * (axis_size - b - 1) > compile_s
             outs.append(done[digest])
-        return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *outs)
+            if pays:  # the scenarios left run batched
+                rest = [x[b + 1 :] if on else x for x, on in zip(leaves, batched)]
+                tail = run_batched(in_axes, *jax.tree.unflatten(structure, rest))
+                return jax.tree.map(lambda h, t: np.concatenate([h, np.asarray(t)]), _stack(outs), tail)
+        return _stack(outs)
 
     return fun
 
@@ -89,6 +89,10 @@ def per_scenario(traced, on_host, key, compile_s: float, run_batched=None):
 def forget_batches() -> None:
     """Forget the kept batches' results."""
     _BATCHES.clear()
+
+
+def _stack(outs: list):
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *outs)
 
 
 def _digest(arrays) -> str:

@@ -5,7 +5,6 @@ Imports only ``ascjax.core``. Everything here is internal to ascjax: front ends 
 """
 
 from ._control import ControlResult as ControlResult
-from ._control import in_own_tables as in_own_tables
 from ._control import reset_control_plane as reset_control_plane
 from ._control import run_control as run_control
 from ._control import run_control_as_host as run_control_as_host

@@ -155,7 +155,8 @@ def run_control(
     it optimised, for a caller that runs many records of one template (the blocks of a launch).
 
     Pure and jittable; ``vmap`` it over records whose operands carry a batch axis (see ``sweep_control``).
-    The timeline (``start``, ``end``) is indexed by instance; a deadlock leaves unexecuted ones at -1.
+    The timeline (``start``, ``end``) is indexed by instance; a deadlock leaves unexecuted ones at -1. The sync
+    hardware (``machine``) is sized by the record's own tables, whichever program ran it.
     """
     lat = SyncLatency() if latency is None else latency
     # its own program (not inside a trace): padded to a size class, so that other records reuse its compile
@@ -170,7 +171,7 @@ def run_control(
             return host_call(_run, own, _pad_operands(record.operands, own), lat, program)
 
         switch = (st, ops, lat, dataclasses.replace(program, sanitize=True), np.asarray(options.sanitize))
-        out = _run_shared(switch, on_host, host_s)
+        out = _in_own_tables(jax.device_get(_run_shared(switch, on_host, host_s)), record.template, options)
     elif concrete and quick:  # a record past the size classes: its own tables either way
         args = (st, ops, lat, program)
         out = _run_own(args, lambda: host_call(_run, *args), host_s)
@@ -191,18 +192,17 @@ def _per_instance(out: ControlResult, template, options: ControlOptions) -> Cont
 def run_control_as_host(record: Record, options: ControlOptions = DEFAULT_OPTIONS, latency: SyncLatency | None = None):
     """``run_control`` of a traced ``record`` as the host evaluates a concrete one: on the record's own tables, the
     jaxpr ``host_call`` evaluates (``core.jaxpr_call``), so that a process evaluating its scenarios on the host
-    traces their control plane once (a trace takes a second or two). The result has the sizes ``in_own_tables``
-    gives a concrete run's."""
+    traces their control plane once (a trace takes a second or two). The result has a concrete run's sizes."""
     lat = SyncLatency() if latency is None else latency
     own = static(record.template, options, False)
     out = jaxpr_call(_run, own, _pad_operands(record.operands, own), lat, options.for_program())
     return _per_instance(out, record.template, options)
 
 
-def in_own_tables(result: ControlResult, template, options: ControlOptions = DEFAULT_OPTIONS) -> ControlResult:
-    """A concrete ``result`` with its sync hardware in the sizes of the record's own tables, as a traced run's is. A
-    size class's program leaves it padded to the class: the own tables' entries first, then padding that no
-    instance touches."""
+def _in_own_tables(result: ControlResult, template, options: ControlOptions) -> ControlResult:
+    """A concrete ``result`` with its sync hardware in the sizes of the record's own tables, as the host's and a traced
+    run's are. A size class's program leaves it padded to the class: the own tables' entries first, then padding that
+    no instance touches."""
     own = _own_machine(template, options)
     machine = jax.tree.map(lambda x, s: np.asarray(x)[tuple(slice(0, n) for n in s.shape)], result.machine, own)
     return eqx.tree_at(lambda r: r.machine, result, machine)

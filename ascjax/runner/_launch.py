@@ -537,12 +537,11 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
             )
             for b in range(block_dim)
         ]  # fmt: skip
-    stack = lambda *xs: np.stack([np.asarray(x) for x in xs])  # noqa: E731
-    controls = jax.tree.map(_stack_padded, *[run[0] for run in runs])
+    controls = jax.tree.map(_stack, *[run[0] for run in runs])
     schedules = [run[1] for run in runs]
     if len({order.ranks for order in schedules}) > 1:  # each block's segments chosen as it runs
         schedules = [dataclasses.replace(order, ranks=None) for order in schedules]
-    orders = jax.tree.map(stack, *schedules)
+    orders = jax.tree.map(_stack, *schedules)
     racy = controls.racy if options.poison_races else None
     ran = None if np.all(controls.ran) else controls.ran  # a deadlocked block: GM as it left it
     data = _launch_data if traced else _launch_data_jit
@@ -568,15 +567,10 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
     )  # fmt: skip
 
 
-def _stack_padded(*xs):
-    """The blocks' arrays of one control-result field stacked, each padded at the end of its axes to the largest:
-    a block's control plane run on the host (``core.HostFirst``) holds its machine state in its own tables' sizes,
-    one run compiled in its size class's, and a block's words index only its own."""
-    xs = [np.asarray(x) for x in xs]
-    if len({x.shape for x in xs}) == 1:
-        return np.stack(xs)
-    shape = np.max([x.shape for x in xs], axis=0)
-    return np.stack([np.pad(x, [(0, int(n) - k) for n, k in zip(shape, x.shape, strict=True)]) for x in xs])
+def _stack(*xs):
+    """The blocks' arrays of one field, stacked on the host (each block's control plane ran concretely, its sync
+    hardware in its record's own sizes)."""
+    return np.stack([np.asarray(x) for x in xs])
 
 
 def _share_gm(result: LaunchResult, control: ControlOptions, quick: bool) -> LaunchResult:
@@ -601,7 +595,7 @@ def _share_gm(result: LaunchResult, control: ControlOptions, quick: bool) -> Lau
             )
             for b in range(result.block_dim)
         ]
-    controls = jax.tree.map(_stack_padded, *runs)
+    controls = jax.tree.map(_stack, *runs)
     records = Record(result.records.template, operands)
     return eqx.tree_at(lambda r: (r.records, r.controls, r.gm_contention), result, (records, controls, factor))
 

@@ -43,7 +43,6 @@ from ..engine import (
     EmitOrder,
     Record,
     emit_order,
-    in_own_tables,
     reset_control_plane,
     run_control,
     run_control_as_host,
@@ -282,7 +281,7 @@ def planes_per_scenario(kernel, chip: Chip, options: Options, control: ControlOp
     def on_host(dynamic):
         costs, params = eqx.combine(dynamic, static)
         record, latency = record_on_host(kernel, chip, costs, shapes, spec, params, shapes_only=True)
-        return record.operands, in_own_tables(run_control(record, control, latency), record.template, control)
+        return record.operands, run_control(record, control, latency)
 
     static_leaves, static_def = jax.tree.flatten(static)
     input_shapes = tuple((name, x.shape, x.dtype.str) for name, x in shapes.items())
