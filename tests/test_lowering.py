@@ -14,6 +14,7 @@ from conftest import GPU_MATMUL_ORDER, KERNELS
 from matmul import matmul_case, matmul_pingpong_kernel
 
 import ascjax as aj
+from ascjax.core import same_bits_dot_general
 from ascjax.engine import _lowering, scan_lowered
 
 N_STEPS = 6
@@ -38,11 +39,12 @@ def splits(monkeypatch):
 
 def _k_chain(state, i):
     """A K step: an independent product, accumulated into a carried tile; a scratch tile overwritten each step.
-    The product is computed on its own, as the mmad computes it (else XLA may fuse the addition into the dot in one
-    program and not in the other)."""
+    The product is computed on its own and batched alike, as the mmad computes it (else XLA may fuse the addition
+    into the dot in one program and not in the other, and the lowering's ``vmap``, batching A alone, would make one
+    wide product of it)."""
     acc, scratch = state
     a, b = jax.lax.optimization_barrier((A[i], B))
-    prod = jax.lax.optimization_barrier(jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST))
+    prod = jax.lax.optimization_barrier(same_bits_dot_general(a, b, (((1,), (0,)), ((), ())), jnp.float32))
     return jnp.where(i == 0, 0.0, acc) + prod, prod * 2.0
 
 

@@ -748,3 +748,57 @@ def test_invalid_dtype_combinations_raise(adt, bdt, cdt):
 
     with pytest.raises(ValueError, match="mmad dtypes"):
         aj.run(kernel, {}, {}, chip="950")
+
+
+MATRIX = (((1,), (0,)), ((), ()))  # (m, k) @ (k, n)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("in_axes", [(0, None), (None, 0), (0, 0)])
+def test_products_have_the_same_bits_alone_and_in_a_vmap(dtype, in_axes):
+    """The mmad's product (``core.same_bits_dot_general``) gives each scenario of a ``vmap`` the bits it has alone.
+    JAX folds a batch of one operand into its rows or columns (a 6 x 32 x 32 batch of A against one B becomes one
+    192 x 32 x 32 product), and on an AVX-512 CPU XLA sums that wider product in another order: a lowered K loop,
+    a sweep or a launch then disagreed with the run alone in most last bits."""
+    rng = np.random.default_rng(7)
+    batch, m, k, n = 6, 32, 32, 32
+    a = rng.uniform(-1, 1, (batch, m, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (batch, k, n)).astype(dtype)
+    a_in, b_in = (x if axis == 0 else x[0] for x, axis in zip((a, b), in_axes))
+
+    def product(x, y):
+        return aj.core.same_bits_dot_general(x, y, MATRIX, jnp.float32)
+
+    swept = np.asarray(jax.jit(jax.vmap(product, in_axes=in_axes))(a_in, b_in))
+    twice = np.asarray(
+        jax.jit(jax.vmap(jax.vmap(product, in_axes=in_axes), in_axes=(None, None), axis_size=2))(a_in, b_in)
+    )
+    for i in range(batch):
+        alone = np.asarray(jax.jit(product)(a[i] if in_axes[0] == 0 else a_in, b[i] if in_axes[1] == 0 else b_in))
+        np.testing.assert_array_equal(swept[i].view(np.uint32), alone.view(np.uint32))
+        np.testing.assert_array_equal(twice[1, i].view(np.uint32), alone.view(np.uint32))
+    reference = np.einsum("mk,kn->mn", a[0].astype(np.float64), b[0].astype(np.float64))
+    np.testing.assert_allclose(swept[0], reference, rtol=1e-5, atol=1e-5)  # and it is the product
+
+
+def test_the_product_is_differentiable():
+    rng = np.random.default_rng(8)
+    a, b = (
+        jnp.asarray(rng.uniform(-1, 1, (16, 24)), jnp.float32),
+        jnp.asarray(rng.uniform(-1, 1, (24, 8)), jnp.float32),
+    )
+
+    def loss(dot, x, y):
+        return jnp.sum(jnp.tanh(dot(x, y)) ** 2)
+
+    def ours(x, y):
+        return aj.core.same_bits_dot_general(x, y, MATRIX, jnp.float32)
+
+    def plain(x, y):
+        return jnp.dot(x, y, precision=jax.lax.Precision.HIGHEST)
+
+    for got, want in zip(jax.grad(loss, (1, 2))(ours, a, b), jax.grad(loss, (1, 2))(plain, a, b)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+    # under a vmap too: the loss is even in A, so its gradient at -A is minus the one at A
+    batched = jax.vmap(jax.grad(loss, 1), in_axes=(None, 0, None))(ours, jnp.stack([a, -a]), b)
+    np.testing.assert_allclose(np.asarray(batched[1]), -np.asarray(jax.grad(loss, 1)(ours, a, b)), rtol=1e-5, atol=1e-6)

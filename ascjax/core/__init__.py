@@ -52,6 +52,7 @@ from ._numerics import QUICK_COMPILE as QUICK_COMPILE
 from ._numerics import exact_jit as exact_jit
 from ._numerics import fold_sum as fold_sum
 from ._numerics import jit_outside as jit_outside
+from ._numerics import same_bits_dot_general as same_bits_dot_general
 from ._options import Options as Options
 from ._per_scenario import forget_batches as forget_batches
 from ._per_scenario import per_scenario as per_scenario

@@ -84,3 +84,60 @@ def fold_sum(x, axis: int):
         half = x.shape[axis] // 2
         x = jax.lax.slice_in_dim(x, 0, half, axis=axis) + jax.lax.slice_in_dim(x, half, 2 * half, axis=axis)
     return x
+
+
+def same_bits_dot_general(a, b, dimension_numbers, preferred_element_type):
+    """``lax.dot_general(a, b, dimension_numbers)`` at ``Precision.HIGHEST``, with the same bits under a ``vmap`` as
+    alone.
+
+    JAX batches a product whose ``vmap`` batches one operand only by folding the batch into that operand's free
+    dimension: a (6 x 32) @ (32 x 32) batch becomes one 192 x 32 x 32 product. XLA:CPU picks its kernel by the
+    shape, and on a CPU with AVX-512 a 192-row product sums in another order than a 32-row one (most last bits of a
+    float32 K chain differ), so a scenario of a sweep, a block of a launch or a lowered loop's iteration could
+    disagree with the same product run alone. Here a one-sided batch is broadcast first, so the ``vmap`` computes
+    a batched product, whose every matrix XLA computes as it computes one alone. Differentiable (the tangents are
+    plain products: only the primal's bits are kept).
+    """
+    return _same_bits_dot(a, b, _dims(dimension_numbers), jnp.dtype(preferred_element_type))
+
+
+def _dims(dimension_numbers) -> tuple:
+    (ca, cb), (ba, bb) = dimension_numbers
+    return (tuple(ca), tuple(cb)), (tuple(ba), tuple(bb))
+
+
+def _plain_dot(a, b, dims, out_dtype):
+    return jax.lax.dot_general(a, b, dims, precision=jax.lax.Precision.HIGHEST, preferred_element_type=out_dtype)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _same_bits_dot(a, b, dims, out_dtype):
+    return _batched_alike(dims, out_dtype)(a, b)
+
+
+@_same_bits_dot.defjvp
+def _same_bits_dot_jvp(dims, out_dtype, primals, tangents):
+    (a, b), (da, db) = primals, tangents
+    return _same_bits_dot(a, b, dims, out_dtype), _plain_dot(da, b, dims, out_dtype) + _plain_dot(
+        a, db, dims, out_dtype
+    )
+
+
+@functools.cache
+def _batched_alike(dims, out_dtype):
+    """The product of ``dims`` whose ``vmap`` broadcasts an unbatched operand: a batched product, never a wider one."""
+
+    @jax.custom_batching.custom_vmap
+    def product(a, b):
+        return _plain_dot(a, b, dims, out_dtype)
+
+    @product.def_vmap
+    def _batched(axis_size, in_batched, a, b):
+        if not any(in_batched):
+            return product(a, b), False
+        a, b = (x if batched else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, batched in zip((a, b), in_batched))
+        (ca, cb), (ba, bb) = dims
+        shift = lambda axes: tuple(axis + 1 for axis in axes)  # noqa: E731 - the operands' axes behind the batch
+        return _batched_alike(((shift(ca), shift(cb)), ((0, *shift(ba)), (0, *shift(bb)))), out_dtype)(a, b), True
+
+    return product

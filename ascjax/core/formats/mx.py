@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._numerics import fold_sum
+from .._numerics import fold_sum, same_bits_dot_general
 
 BLOCK = 32  # K elements per E8M0 scale
 K_MULTIPLE = 64  # K of an MX matmul is a multiple of 64 (two scales per scale fractal)
@@ -72,13 +72,13 @@ def block_scaled_dot(a, b, scale_a, scale_b) -> jax.Array:
     ca, cb = scale_codes(scale_a), scale_codes(scale_b)
     if ca.shape != (m, kb) or cb.shape != (kb, n):
         raise ValueError(f"MX scales must be ({m}, {kb}) and ({kb}, {n}) for a ({m}, {k}) x ({k}, {n}) product")
-    blocks = jnp.einsum(
-        "mbk,bkn->mbn",
+    # per block b: (m, 32) @ (32, n), batched over b ((b, m, n), then as "mbn")
+    blocks = same_bits_dot_general(
         a.astype(jnp.float32).reshape(m, kb, BLOCK),
         b.astype(jnp.float32).reshape(kb, BLOCK, n),
-        precision=jax.lax.Precision.HIGHEST,
-        preferred_element_type=jnp.float32,
-    )
+        (((2,), (1,)), ((1,), (0,))),
+        jnp.float32,
+    ).transpose(1, 0, 2)
     exponent = ca[:, :, None] + cb[None, :, :] - 2 * E8M0_BIAS
     nan = (ca[:, :, None] == E8M0_NAN) | (cb[None, :, :] == E8M0_NAN)
     scaled = jnp.where(nan, jnp.nan, jnp.ldexp(blocks, exponent))

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...core import BOUNDS_WHAT, Buffer, Finding, Format
+from ...core import BOUNDS_WHAT, Buffer, Finding, Format, same_bits_dot_general
 from ...core import _dtypes as dtypes
 from ...core._chip import CHIPS
 from ...core._memory import Tile
@@ -199,7 +199,7 @@ def mmad(
     # would otherwise fuse into it, so every engine and every lowering of the kernel gets the same bits
     a_nd, b_nd = jax.lax.optimization_barrier((a_nd, b_nd))
     if mx is None:
-        prod = jax.lax.dot(a_nd, b_nd, precision=jax.lax.Precision.HIGHEST, preferred_element_type=acc_dtype)
+        prod = same_bits_dot_general(a_nd, b_nd, (((1,), (0,)), ((), ())), acc_dtype)
     else:
         prod = _mx_product(state, mx, a_nd, b_nd)
     prod = jax.lax.optimization_barrier(prod)
