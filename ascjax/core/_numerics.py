@@ -118,9 +118,8 @@ def _same_bits_dot(a, b, dims, out_dtype):
 @_same_bits_dot.defjvp
 def _same_bits_dot_jvp(dims, out_dtype, primals, tangents):
     (a, b), (da, db) = primals, tangents
-    return _same_bits_dot(a, b, dims, out_dtype), _plain_dot(da, b, dims, out_dtype) + _plain_dot(
-        a, db, dims, out_dtype
-    )
+    tangent = _plain_dot(da, b, dims, out_dtype) + _plain_dot(a, db, dims, out_dtype)
+    return _same_bits_dot(a, b, dims, out_dtype), tangent
 
 
 @functools.cache
