@@ -50,3 +50,34 @@ def test_a_vmapped_run_gives_each_scenario_its_cycles_and_gradient():
     batched = jax.vmap(cycles)(latencies)
     np.testing.assert_array_equal(np.asarray(batched), [float(cycles(x)) for x in latencies])
     np.testing.assert_array_equal(np.asarray(jax.vmap(jax.grad(cycles))(latencies)), [3.0, 3.0, 3.0])
+
+
+def test_a_gradient_by_the_costs_runs_the_concrete_run_and_prices_its_record_again(monkeypatch):
+    """Under a ``grad`` or ``jvp`` alone the costs' values are concrete: the run is the concrete run at those values
+    (its control plane cached), and only its record is priced again by the traced costs. Nothing compiles the run
+    whole, with the inputs concrete or traced, and the derivative is the one the whole run gave (the finite
+    difference above)."""
+    import ascjax.runner._run as run_module
+
+    case = cal.aiv_add_case(2)
+    # inside a jit the costs are traced as values too: the run traced whole, the gradient the replay's
+    whole = jax.jit(jax.grad(lambda x: _run(case, BASE.replace(vector_fixed_cycles=x)).cycles))(
+        jnp.float32(BASE.vector_fixed_cycles)
+    )
+
+    def traced_whole(*args, **kwargs):
+        raise AssertionError("a gradient by the costs alone traced the run whole")
+
+    monkeypatch.setattr(run_module, "planes_jit", traced_whole)
+    monkeypatch.setattr(run_module, "planes_per_scenario", traced_whole)
+
+    def cycles(x, scale):
+        inputs = {"x": case.inputs["x"] * scale, "y": case.inputs["y"]}
+        r = aj.run(case.kernel, inputs, case.outputs, params=case.params, costs=BASE.replace(vector_fixed_cycles=x))
+        return r.cycles + 0.0 * jnp.sum(r.outputs["z"].astype(jnp.float32))
+
+    at = jnp.float32(BASE.vector_fixed_cycles)
+    by_costs = jax.grad(cycles)(at, jnp.float16(1))
+    by_both = jax.grad(cycles, (0, 1))(at, jnp.float16(1))  # the inputs traced too: the data plane alone traced
+    _, tangent = jax.jvp(lambda x: cycles(x, jnp.float16(1)), (at,), (jnp.float32(1),))
+    assert float(whole) == float(by_costs) == float(by_both[0]) == float(tangent) >= 1

@@ -14,7 +14,9 @@ distinct record and operands (``ControlCache``), so a kernel run again on other 
 a training step) pays for the data only. Under a transformation of the data alone (``grad`` or
 ``vmap`` over the inputs, ``jit`` around ``run``) the control plane is reused the same way
 (``planes_data_traced``); where parameters or costs are traced, ``run`` uses ``planes_jit``:
-everything as one program.
+everything as one program; under a ``vmap`` alone, each scenario's control plane on its own
+(``planes_per_scenario``); under a ``grad`` or ``jvp`` by the costs alone, the concrete run with its
+record priced again by the traced costs (``planes_priced``).
 """
 
 from __future__ import annotations
@@ -297,6 +299,27 @@ def planes_per_scenario(kernel, chip: Chip, options: Options, control: ControlOp
     record = Record(templates[0], operands)
     state, _ = _data_traced_jit(kernel, chip, options.for_data_plane(), inputs, spec, params, record, result)
     return state, record, result
+
+
+def planes_priced(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
+                  params: dict):  # fmt: skip
+    """``planes_jit`` for a run whose costs a ``grad`` or ``jvp`` alone traces (their values are concrete): the run at
+    those values as a concrete one is run (its control plane cached, no program of its own), and its record priced
+    again by the traced costs (the recording's cached trace evaluated by JAX), so that ``Result.cycles``, replayed
+    along that run's binding constraints, has their derivative. The outputs do not depend on the costs. Traced whole,
+    the run compiled for 4-5 s on a 2-core x86 VM. A kernel that reads GM contents while it is recorded is traced
+    whole (``planes_jit``)."""
+    at = jax.lax.stop_gradient(costs)
+    shapes_only = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(inputs))  # recorded as the run records
+    how = planes_data_traced if shapes_only else planes_cached
+    state, record, result = how(kernel, chip, options, control, at, inputs, spec, params)
+    recorded = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()} if shapes_only else inputs
+    try:
+        priced, _ = record_traced(kernel, chip, costs, recorded, spec, params, shapes_only=shapes_only)
+    except NeedsData:
+        return planes_jit(kernel, chip, options, control, costs, inputs, spec, params)
+    assert priced.template == record.template, "a record priced again must be the run's record"
+    return state, priced, result
 
 
 @exact_jit

@@ -26,7 +26,15 @@ from ..report._poison import poison_words
 from ..report._report import Report
 from ..report._timeline import Timeline
 from ._check import CheckResult, verdict_codes
-from ._planes import planes, planes_cached, planes_data_traced, planes_jit, planes_per_scenario, resolve_control
+from ._planes import (
+    planes,
+    planes_cached,
+    planes_data_traced,
+    planes_jit,
+    planes_per_scenario,
+    planes_priced,
+    resolve_control,
+)
 
 #: ``run_cycles`` as one program per record template: its eager ops, and its scan (a new body each call), would
 #: compile on every call of ``Result.cycles``.
@@ -198,6 +206,8 @@ def run(
     traced = lambda tree: any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
     if not jit:
         how = planes
+    elif traced(costs) and not traced((args[-1], jax.lax.stop_gradient(costs))):  # a grad or jvp by the costs alone
+        how = planes_priced
     elif traced((args[-1], costs)):  # the record's operands are traced: one program, or per scenario under a vmap
         how = planes_per_scenario if compiled_on_its_own() else planes_jit
     else:  # inside a jit / eval_shape a new array is a tracer: the control plane then runs on the host, aside
