@@ -14,8 +14,8 @@ the unknown input) and runs
 Every value is computed by the same operations on the same operands as the plain scan, so the
 buffers are the same bits where each operation has the same bits batched as alone: the data plane's
 products (``core.same_bits_dot_general``) and sums (``core.fold_sum``) do. ``Options(lower_loops=False)``
-runs the plain scan, and a test compares the two on the kernels. A body whose batched part would hold more than ``MAX_BATCHED_BYTES`` of
-results, or that carries everything, runs as the plain scan.
+runs the plain scan, and a test compares the two on the kernels. A body whose batched part would hold
+more than ``MAX_BATCHED_BYTES`` of results, or that carries everything, runs as the plain scan.
 """
 
 from __future__ import annotations

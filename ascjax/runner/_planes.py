@@ -303,12 +303,12 @@ def planes_per_scenario(kernel, chip: Chip, options: Options, control: ControlOp
 
 def planes_priced(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
                   params: dict):  # fmt: skip
-    """``planes_jit`` for a run whose costs a ``grad`` or ``jvp`` alone traces (their values are concrete): the run at
-    those values as a concrete one is run (its control plane cached, no program of its own), and its record priced
-    again by the traced costs (the recording's cached trace evaluated by JAX), so that ``Result.cycles``, replayed
-    along that run's binding constraints, has their derivative. The outputs do not depend on the costs. Traced whole,
-    the run compiled for 4-5 s on a 2-core x86 VM. A kernel that reads GM contents while it is recorded is traced
-    whole (``planes_jit``)."""
+    """``planes_jit`` for a run whose costs a ``grad`` or ``jvp`` alone traces (their values are concrete): the
+    concrete run at those values (its control plane cached, no program of its own), with its record priced again by
+    the traced costs (the recording's cached trace evaluated by JAX), so that ``Result.cycles``, replayed along that
+    run's binding constraints, has their derivative. The outputs do not depend on the costs. Traced whole, the run
+    compiled for 4-5 s on a 2-core x86 VM. A kernel that reads GM contents while it is recorded is traced whole
+    (``planes_jit``)."""
     at = jax.lax.stop_gradient(costs)
     shapes_only = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(inputs))  # recorded as the run records
     how = planes_data_traced if shapes_only else planes_cached
