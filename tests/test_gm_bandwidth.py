@@ -77,8 +77,9 @@ def test_48_aivs_streaming_small_copies_share_the_chips_gm_bandwidth(block_dim):
 
 
 def test_a_launch_traced_whole_reruns_only_the_contended_scenarios_as_a_concrete_launch_does():
-    """Costs traced (one program: records, control planes, data planes): the rerun at the shared bandwidth is the
-    second pass of one loop, taken per scenario. Four blocks' 8 AIVs ask for 256 B/cycle: at 64 B/cycle they are
+    """Costs traced inside a ``jit`` (one program: records, control planes, data planes): the rerun at the shared
+    bandwidth is the second pass of one loop, taken per scenario; an eager ``vmap`` reruns a scenario's blocks on the
+    host as a concrete launch does. Four blocks' 8 AIVs ask for 256 B/cycle: at 64 B/cycle they are
     contended, at 640 they are not. Each scenario gets the contention, the copies' cycles, the launch's cycles and
     verdict of a concrete launch with its costs (whose rerun runs each block's control plane as it first ran)."""
     case = cal.aiv_small_copies_case(2)
@@ -89,13 +90,17 @@ def test_a_launch_traced_whole_reruns_only_the_contended_scenarios_as_a_concrete
         return aj.launch(case.kernel, case.inputs, case.outputs, block_dim=4, params=case.params, chip="a2",
                          costs=costs)  # fmt: skip
 
-    traced = jax.vmap(launch)(jnp.asarray(bandwidths))
+    traced = jax.jit(jax.vmap(launch))(jnp.asarray(bandwidths))
+    eager = jax.vmap(launch)(jnp.asarray(bandwidths))  # each scenario's control planes on the host, then rerun
     for s, bandwidth in enumerate(bandwidths):
         one = launch(bandwidth)
-        assert float(traced.gm_contention[s]) == float(one.gm_contention)
-        assert int(traced.cycles[s]) == int(one.cycles) and int(traced.verdict[s]) == int(one.verdict) == aj.Verdict.OK
-        cycles = np.asarray(traced.records.operands["cycles"][s])
-        np.testing.assert_array_equal(cycles, np.asarray(one.records.operands["cycles"]))
+        for swept in (traced, eager):
+            assert float(swept.gm_contention[s]) == float(one.gm_contention)
+            assert (
+                int(swept.cycles[s]) == int(one.cycles) and int(swept.verdict[s]) == int(one.verdict) == aj.Verdict.OK
+            )
+            cycles = np.asarray(swept.records.operands["cycles"][s])
+            np.testing.assert_array_equal(cycles, np.asarray(one.records.operands["cycles"]))
     assert float(traced.gm_contention[0]) == 4.0 and float(traced.gm_contention[1]) == 1.0
     assert _copy_transfer(launch(bandwidths[0])) == {4 * 128 / float(COSTS.mte2_bytes_per_cycle)}
 

@@ -43,7 +43,8 @@ OK, RACE, HANG = 0, 1, 2  # scenario index
 
 @pytest.fixture(scope="module")
 def scenarios():
-    """Two blocks, vmapped over three scenarios (one compile): apart, colliding, block 1 deadlocked."""
+    """Two blocks, vmapped over three scenarios (each scenario's control planes on the host, the data planes one
+    batched compile): apart, colliding, block 1 deadlocked."""
     return jax.vmap(lambda p: aj.launch(copy_kernel, {"x": X}, OUTS, block_dim=2, params=p))(SCENARIOS)
 
 
@@ -69,7 +70,7 @@ def test_atomic_adds_of_all_blocks_sum(scenarios):
 
 def test_a_deadlocked_block_writes_nothing_after_its_stuck_wait(scenarios):
     """Block 1's stores wait behind a flag nothing sets: its stripes of ``out`` and its atomic adds never reach
-    GM, in the vmapped launch (its control planes traced) and in a concrete one (run on the host) alike."""
+    GM, in the vmapped launch (its data planes traced, each store selected) and in a concrete one alike."""
     want_out = X.copy()
     want_out[2 * R :] = 0  # block 1's two stripes
     want_acc = np.concatenate([np.full((R, C), 2 * 1), np.full((R, C), 2 * 2)]).astype(np.float32)  # block 0's adds
@@ -152,6 +153,57 @@ def test_a_concrete_launch_records_and_checks_its_blocks_once_and_agrees_with_th
     assert CONTROL_CACHE.misses == misses
     for name in OUTS:
         np.testing.assert_array_equal(np.asarray(jitted[name]), np.asarray(again.outputs[name]))
+
+
+def _launched(params):
+    return aj.launch(copy_kernel, {"x": X}, OUTS, block_dim=2, params=params)
+
+
+def _scenario(result, s: int):
+    return jax.tree.map(lambda x: x[s], result)
+
+
+def _assert_same_launch(got, want):
+    """Two launches (or a scenario of a vmapped one and a launch) with the same verdict, block, outputs and times."""
+    assert int(got.verdict) == int(want.verdict) and int(got.block) == int(want.block)
+    np.testing.assert_array_equal(np.asarray(got.block_cycles), np.asarray(want.block_cycles))
+    np.testing.assert_array_equal(np.asarray(got.controls.n_findings), np.asarray(want.controls.n_findings))
+    np.testing.assert_array_equal(
+        np.asarray(got.records.operands["cycles"]), np.asarray(want.records.operands["cycles"])
+    )
+    for name in OUTS:
+        np.testing.assert_array_equal(np.asarray(got.outputs[name]), np.asarray(want.outputs[name]))
+
+
+def test_an_eager_vmap_runs_each_scenarios_control_planes_as_a_concrete_launch(monkeypatch):
+    """Under a ``vmap`` alone the parameters are concrete: each distinct scenario's blocks are recorded and their
+    control planes run on the host as a concrete launch runs them, and only the data planes and the merge compile
+    batched (the launch is never traced whole). Each scenario is the launch of its parameters."""
+    import ascjax.runner._launch as launch_module
+
+    def traced_whole(*args, **kwargs):
+        raise AssertionError("an eager vmap of a launch traced it whole")
+
+    on_host = []
+    real = launch_module._controls_on_host
+    monkeypatch.setattr(launch_module, "_launch_jit", traced_whole)
+    monkeypatch.setattr(launch_module, "_controls_on_host", lambda *a: on_host.append(1) or real(*a))
+    params = {"spread": jnp.array([0, 1, 0], jnp.int32), "hang": jnp.array([1, -1, 1], jnp.int32)}
+    swept = jax.vmap(_launched)(params)
+    assert len(on_host) == 2  # scenarios 0 and 2 are one scenario
+    monkeypatch.undo()
+    for s in range(3):
+        alone = _launched({name: int(values[s]) for name, values in params.items()})
+        _assert_same_launch(_scenario(swept, s), alone)
+    assert [aj.Verdict(int(v)) for v in swept.verdict] == [V.DEADLOCK, V.OK, V.DEADLOCK]
+
+
+def test_a_launch_traced_whole_gives_each_scenario_what_the_eager_vmap_gives(scenarios):
+    """Inside a ``jit`` the launch is one program, every block's recording and control plane traced (``_launch``);
+    it agrees with the eager ``vmap`` (the fixture) on every scenario, the deadlocked block's GM included."""
+    whole = jax.jit(jax.vmap(_launched))(SCENARIOS)
+    for s in (OK, RACE, HANG):
+        _assert_same_launch(_scenario(whole, s), _scenario(scenarios, s))
 
 
 TINY_OUTS = {"out": ((2 * R, C), "float32"), "acc": ((R, C), "float32")}

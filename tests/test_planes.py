@@ -312,6 +312,17 @@ def test_a_kernel_that_reads_gm_contents_is_traced_whole_under_an_eager_vmap_of_
     x = jnp.arange(256, dtype=jnp.float32).reshape(16, 16) + 2
     ss = jnp.array([1.0, 3.0], jnp.float32)
     swept = jax.vmap(lambda s: _run_scaled(x, s=s))(ss)
-    assert [aj.Verdict(int(v)) for v in swept.verdict] == [aj.Verdict.OK] * 2
-    for i in range(2):
-        np.testing.assert_array_equal(np.asarray(swept.outputs["out"][i]), np.asarray(x * (x[0, 0] * ss[i])))
+    launched = jax.vmap(  # a launch's blocks likewise
+        lambda s: aj.launch(
+            _scaled_by_its_first_element,
+            {"x": x},
+            {"out": ((16, 16), "float32")},
+            block_dim=1,
+            chip="950",
+            params={"s": s},
+        )  # fmt: skip
+    )(ss)
+    for result in (swept, launched):
+        assert [aj.Verdict(int(v)) for v in result.verdict] == [aj.Verdict.OK] * 2
+        for i in range(2):
+            np.testing.assert_array_equal(np.asarray(result.outputs["out"][i]), np.asarray(x * (x[0, 0] * ss[i])))

@@ -230,11 +230,11 @@ def record_on_host(
 
 
 def record_traced(kernel, chip: Chip, costs: Costs, inputs: dict, spec: tuple, params: dict,
-                  shapes_only: bool = False):  # fmt: skip
+                  shapes_only: bool = False, block_dim: int | None = None):  # fmt: skip
     """``record_on_host``'s record and latencies of traced arguments: its cached trace evaluated by JAX, so that the
-    record has the template the host's records of these shapes have."""
+    record has the template the host's records of these shapes have (``block_dim``: every block's of a launch)."""
     _, (closed, out_def, out_static, _), leaves = _recording_of(kernel, chip, costs, inputs, spec, params,
-                                                                shapes_only, None)  # fmt: skip
+                                                                shapes_only, block_dim)  # fmt: skip
     out = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *leaves)
     return eqx.combine(jax.tree.unflatten(out_def, out), out_static)
 

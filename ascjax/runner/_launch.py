@@ -34,20 +34,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import EXCEPTIONS, Verdict, array_module, exact_jit
+from ..core import EXCEPTIONS, Verdict, array_module, exact_jit, per_scenario
 from ..core import _dtypes as dtypes
 from ..core._chip import Chip, get_chip
+from ..core._numerics import compiled_on_its_own
 from ..core._options import Options
 from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_control, sync_latency
 from ..engine import _dataplane as dataplane
 from ..engine._state import GM_PLAIN
 from ..front._program import NeedsData
-from ..front._tracing import gm_inputs, initial_gm, output_spec, record_kernel, record_on_host
+from ..front._tracing import gm_inputs, initial_gm, output_spec, record_kernel, record_on_host, record_traced
 from ..report._report import Report
 from ..report._run_warnings import run_warnings
 from ._bandwidth import gm_contention, slow_gm
 from ._check import CheckResult, verdict_codes
-from ._planes import CONTROL_CACHE, data_after_control, execute_data, resolve_control
+from ._planes import BATCHED_CONTROL_COMPILE_S, CONTROL_CACHE, data_after_control, execute_data, resolve_control
 from ._run import raise_if_failed
 
 
@@ -418,9 +419,6 @@ def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, 
     """Every block on both planes, records and control planes included, as one program (parameters or costs
     traced): the blocks' records, their control planes (``_control_passes``, the GM bandwidth shared), then their
     data planes in the order the first pass ran them, folded into the merge."""
-    names = tuple(name for name, _ in outputs)
-    initial = initial_gm({}, outputs)
-    granule_bytes = options.gm_granule_bytes
     blocks = jnp.arange(block_dim, dtype=jnp.int32)
     batch = (lambda f, xs: jax.vmap(f)(xs)) if block_parallel else jax.lax.map
 
@@ -432,13 +430,27 @@ def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, 
 
     records = batch(record_block, blocks)
     first, operands, controls, factor = _control_passes(records, control, costs, chip, batch)
+    return _launch_after_control(kernel, chip, options, costs, inputs, outputs, params, block_dim, block_parallel,
+                                 records, first, Record(records.template, operands), controls, factor)  # fmt: skip
+
+
+def _launch_after_control(kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple, params: dict,
+                          block_dim: int, block_parallel: bool, records: Record, first, priced: Record, controls,
+                          factor):  # fmt: skip
+    """A launch from its blocks' control planes (traced: each block's segments chosen as it runs): every block's
+    data plane in the order ``first`` (the first pass) ran it, folded into the merge, and the launch's result, its
+    ``priced`` records and ``controls`` those of the last pass (``_control_passes``)."""
+    names = tuple(name for name, _ in outputs)
+    initial = initial_gm({}, outputs)
+    granule_bytes = options.gm_granule_bytes
 
     def data_block(x):
         b, ops, found = x
         record = Record(records.template, ops)
-        return data_after_control(kernel, chip, options, inputs, outputs, params, record, found, block(b))[0]
+        block = {"block_idx": b, "block_num": block_dim}
+        return data_after_control(kernel, chip, options, inputs, outputs, params, record, found, block)[0]
 
-    xs = (blocks, records.operands, first)
+    xs = (jnp.arange(block_dim, dtype=jnp.int32), records.operands, first)
     if block_parallel:
         full = jax.vmap(data_block)(xs)
         merged, merge = merge_gm(names, initial, {n: full.gm[n] for n in names}, full.gm_written, granule_bytes)
@@ -446,10 +458,18 @@ def _launch(kernel, chip: Chip, options: Options, control, costs, inputs: dict, 
         merged, merge, _ = _fold_blocks(names, initial, granule_bytes, lambda x: (None, data_block(x)), xs)
     verdict, failed = _launch_verdict(verdict_codes(first), merge)
     return LaunchResult(
-        outputs={name: merged[name] for name in names}, records=Record(records.template, operands), controls=controls,
-        merge=merge, verdict=verdict, block=failed, costs=costs, gm_contention=factor, chip=chip, output_spec=outputs,
+        outputs={name: merged[name] for name in names}, records=priced, controls=controls, merge=merge,
+        verdict=verdict, block=failed, costs=costs, gm_contention=factor, chip=chip, output_spec=outputs,
         granule_bytes=granule_bytes,
     )  # fmt: skip
+
+
+@exact_jit
+def _launch_after_control_jit(kernel, chip: Chip, options: Options, costs, inputs: dict, outputs: tuple,
+                              params: dict, block_dim: int, records: Record, first, priced: Record, controls,
+                              factor):  # fmt: skip
+    return _launch_after_control(kernel, chip, options, costs, inputs, outputs, params, block_dim, False, records,
+                                 first, priced, controls, factor)  # fmt: skip
 
 
 def _control_passes(records: Record, control: ControlOptions, costs: Costs, chip: Chip, batch):
@@ -527,16 +547,8 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
     planes; under a transformation of the inputs alone, that program is part of the caller's. A kernel that reads
     GM contents while it is recorded, with its inputs traced, is launched as one program (``_launch``)."""
     traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(inputs))
-    with jax.core.eval_context():  # on the host's values, whatever trace encloses the call
-        shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()} if traced else inputs
-        records, latency = record_on_host(kernel, chip, costs, shapes, outputs, params, traced, block_dim)
-        runs = [  # the blocks share one template: a program of its own is worth optimising for several
-            CONTROL_CACHE.get(
-                Record(records.template, {k: v[b] for k, v in records.operands.items()}), control, latency,
-                quick=block_dim == 1,
-            )
-            for b in range(block_dim)
-        ]  # fmt: skip
+    shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()} if traced else inputs
+    records, runs = _controls_on_host(kernel, chip, control, costs, shapes, outputs, params, block_dim, traced)
     controls = jax.tree.map(_stack, *[run[0] for run in runs])
     schedules = [run[1] for run in runs]
     if len({order.ranks for order in schedules}) > 1:  # each block's segments chosen as it runs
@@ -567,6 +579,22 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
     )  # fmt: skip
 
 
+def _controls_on_host(kernel, chip: Chip, control: ControlOptions, costs: Costs, inputs: dict, outputs: tuple,
+                      params: dict, block_dim: int, shapes_only: bool):  # fmt: skip
+    """The blocks' records, made at once on the host, and each block's ``CONTROL_CACHE`` entry: its control plane run
+    (or reused) as ``run`` runs one."""
+    with jax.core.eval_context():  # on the host's values, whatever trace encloses the call
+        records, latency = record_on_host(kernel, chip, costs, inputs, outputs, params, shapes_only, block_dim)
+        runs = [  # the blocks share one template: a program of its own is worth optimising for several
+            CONTROL_CACHE.get(
+                Record(records.template, {k: v[b] for k, v in records.operands.items()}), control, latency,
+                quick=block_dim == 1,
+            )
+            for b in range(block_dim)
+        ]  # fmt: skip
+    return records, runs
+
+
 def _stack(*xs):
     """The blocks' arrays of one field, stacked on the host (each block's control plane ran concretely, its sync
     hardware in its record's own sizes)."""
@@ -578,29 +606,77 @@ def _share_gm(result: LaunchResult, control: ControlOptions, quick: bool) -> Lau
     run again at the GM bandwidth the launch shares, where at their own rates they asked for more than the chip has
     (``_bandwidth.gm_contention``). Each block runs as ``run_control`` ran it (``quick`` as there), so the rerun
     reuses its compiled program. A launch traced whole shares the bandwidth inside (``_control_passes``)."""
-    controls = result.controls
-    if controls.start.shape[-1] == 0:  # no timeline kept: no start to measure from
-        return result
-    gm_bytes = result.records.operands["gm_bytes"]
-    factor = gm_contention(controls.start, controls.leave, gm_bytes, result.block_cycles, result.chip.ai_cores,
-                           result.costs.gm_bytes_per_cycle)  # fmt: skip
-    if float(factor) <= 1:
-        return eqx.tree_at(lambda r: r.gm_contention, result, factor)
-    operands = slow_gm(result.records.operands, factor)
-    latency = sync_latency(result.costs)
-    with jax.core.eval_context():
-        runs = [
-            run_control(
-                Record(result.records.template, {k: v[b] for k, v in operands.items()}), control, latency, quick=quick
-            )
-            for b in range(result.block_dim)
-        ]
-    controls = jax.tree.map(_stack, *runs)
-    records = Record(result.records.template, operands)
+    records, controls, factor = _rerun_contended(result.records, result.controls, result.costs, result.chip, control,
+                                                 quick)  # fmt: skip
     return eqx.tree_at(lambda r: (r.records, r.controls, r.gm_contention), result, (records, controls, factor))
 
 
+def _rerun_contended(records: Record, controls: ControlResult, costs: Costs, chip: Chip, control: ControlOptions,
+                     quick: bool):  # fmt: skip
+    """``_share_gm`` of concrete blocks: their records (GM transfers priced at the share), control-plane results
+    and the contention factor."""
+    one = np.ones((), np.float32)
+    if controls.start.shape[-1] == 0:  # no timeline kept: no start to measure from
+        return records, controls, one
+    factor = gm_contention(controls.start, controls.leave, records.operands["gm_bytes"], block_cycles(controls.end),
+                           chip.ai_cores, costs.gm_bytes_per_cycle)  # fmt: skip
+    factor = np.asarray(factor, np.float32)
+    if float(factor) <= 1:
+        return records, controls, factor
+    operands = slow_gm(records.operands, factor)
+    latency = sync_latency(costs)
+    n_blocks = int(np.shape(controls.n_findings)[-1])
+    with jax.core.eval_context():
+        runs = [
+            run_control(Record(records.template, {k: v[b] for k, v in operands.items()}), control, latency, quick=quick)
+            for b in range(n_blocks)
+        ]
+    return Record(records.template, operands), jax.tree.map(_stack, *runs), factor
+
+
 _launch_jit = exact_jit(_launch)
+
+
+def _launch_per_scenario(kernel, chip: Chip, options: Options, control: ControlOptions, costs: Costs, inputs: dict,
+                         outputs: tuple, params: dict, block_dim: int):  # fmt: skip
+    """``_launch_jit`` for a launch whose parameters or costs a ``vmap`` alone traces (as ``run``'s
+    ``planes_per_scenario``): each distinct scenario's blocks recorded on the host and their control planes run as a
+    concrete launch runs them (``_controls_on_host``, ``_rerun_contended``), one by one (``core.per_scenario``); the
+    blocks' data planes and the merge compiled batched, each block's segments chosen as it runs. Traced whole, the
+    launch's batched program held every block's recording and control plane (12-15 s of compiles in the test suite
+    on a 2-core x86 VM). A kernel that reads GM contents while it is recorded is traced whole."""
+    shapes = {name: np.zeros(x.shape, x.dtype) for name, x in inputs.items()}
+    dynamic, static = eqx.partition((costs, params), eqx.is_array)
+    templates = []  # the records' template, one for every scenario (the recording's trace is shared)
+
+    def traced(dynamic):  # a scenario's records and control planes, traced: their shapes, and a batched program's
+        costs, params = eqx.combine(dynamic, static)
+        records, _ = record_traced(kernel, chip, costs, shapes, outputs, params, shapes_only=True, block_dim=block_dim)
+        templates.append(records.template)
+        first, priced, last, factor = _control_passes(records, control, costs, chip, jax.lax.map)
+        return records.operands, first, priced, last, factor
+
+    def on_host(dynamic):
+        costs, params = eqx.combine(dynamic, static)
+        records, runs = _controls_on_host(kernel, chip, control, costs, shapes, outputs, params, block_dim, True)
+        first = jax.tree.map(_stack, *[run[0] for run in runs])
+        priced, last, factor = _rerun_contended(records, first, costs, chip, control, quick=block_dim == 1)
+        return records.operands, first, priced.operands, last, factor
+
+    static_leaves, static_def = jax.tree.flatten(static)
+    input_shapes = tuple((name, x.shape, x.dtype.str) for name, x in shapes.items())
+    key = ("launch", kernel, chip, outputs, control, block_dim, static_def, tuple(static_leaves), input_shapes)
+    try:
+        hash(key)
+    except TypeError:  # a parameter JAX cannot hash: no batch of it is kept
+        key = None
+    try:
+        operands, first, priced, last, factor = per_scenario(traced, on_host, key, BATCHED_CONTROL_COMPILE_S)(dynamic)
+    except NeedsData:
+        return _launch_jit(kernel, chip, options, control, costs, inputs, outputs, params, block_dim, False)
+    template = templates[0]
+    return _launch_after_control_jit(kernel, chip, options, costs, inputs, outputs, params, block_dim,
+                                     Record(template, operands), first, Record(template, priced), last, factor)  # fmt: skip
 
 
 def launch(
@@ -639,11 +715,11 @@ def launch(
     result = None
     if concrete and jit and not block_parallel:
         try:
-            result = _launch_cached(*args)
+            result = _share_gm(_launch_cached(*args), control, quick=block_dim == 1)
         except NeedsData:  # it reads GM contents while recorded, and they are traced
             result = None
+    elif jit and not block_parallel and compiled_on_its_own():  # an eager vmap of the parameters or costs
+        result = _launch_per_scenario(*args)
     if result is None:
         result = (_launch_jit if jit else _launch)(*args, bool(block_parallel))
-    else:
-        result = _share_gm(result, control, quick=block_dim == 1)
     return raise_if_failed(result, result.verdict) if throw else result
