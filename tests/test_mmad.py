@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import ON_GPU
 
 import ascjax as aj
 from ascjax import Buffer, Verdict
@@ -753,6 +754,8 @@ def test_invalid_dtype_combinations_raise(adt, bdt, cdt):
 MATRIX = (((1,), (0,)), ((), ()))  # (m, k) @ (k, n)
 
 
+@pytest.mark.xfail(ON_GPU, strict=False, reason="on a GPU cuBLAS may run a batched product with another algorithm "
+                   "than one product alone (unmeasured there: no GPU since this test was written)")  # fmt: skip
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("in_axes", [(0, None), (None, 0), (0, 0)])
 def test_products_have_the_same_bits_alone_and_in_a_vmap(dtype, in_axes):
