@@ -48,7 +48,14 @@ from ..report._report import Report
 from ..report._run_warnings import run_warnings
 from ._bandwidth import gm_contention, slow_gm
 from ._check import CheckResult, verdict_codes
-from ._planes import BATCHED_CONTROL_COMPILE_S, CONTROL_CACHE, data_after_control, execute_data, resolve_control
+from ._planes import (
+    BATCHED_CONTROL_COMPILE_S,
+    CONTROL_CACHE,
+    data_after_control,
+    execute_data,
+    resolve_control,
+    scenario_key,
+)
 from ._run import raise_if_failed
 
 
@@ -654,29 +661,23 @@ def _launch_per_scenario(kernel, chip: Chip, options: Options, control: ControlO
         records, _ = record_traced(kernel, chip, costs, shapes, outputs, params, shapes_only=True, block_dim=block_dim)
         templates.append(records.template)
         first, priced, last, factor = _control_passes(records, control, costs, chip, jax.lax.map)
-        return records.operands, first, priced, last, factor
+        return records.operands, first, priced["cycles"], last, factor
 
-    def on_host(dynamic):
+    def on_host(dynamic):  # the rerun at the shared bandwidth changes the records' cycles alone
         costs, params = eqx.combine(dynamic, static)
         records, runs = _controls_on_host(kernel, chip, control, costs, shapes, outputs, params, block_dim, True)
         first = jax.tree.map(_stack, *[run[0] for run in runs])
         priced, last, factor = _rerun_contended(records, first, costs, chip, control, quick=block_dim == 1)
-        return records.operands, first, priced.operands, last, factor
+        return records.operands, first, priced.operands["cycles"], last, factor
 
-    static_leaves, static_def = jax.tree.flatten(static)
-    input_shapes = tuple((name, x.shape, x.dtype.str) for name, x in shapes.items())
-    key = ("launch", kernel, chip, outputs, control, block_dim, static_def, tuple(static_leaves), input_shapes)
+    key = scenario_key(("launch", kernel, chip, outputs, control, block_dim), static, shapes)
     try:
-        hash(key)
-    except TypeError:  # a parameter JAX cannot hash: no batch of it is kept
-        key = None
-    try:
-        operands, first, priced, last, factor = per_scenario(traced, on_host, key, BATCHED_CONTROL_COMPILE_S)(dynamic)
+        operands, first, cycles, last, factor = per_scenario(traced, on_host, key, BATCHED_CONTROL_COMPILE_S)(dynamic)
     except NeedsData:
         return _launch_jit(kernel, chip, options, control, costs, inputs, outputs, params, block_dim, False)
-    template = templates[0]
-    return _launch_after_control_jit(kernel, chip, options, costs, inputs, outputs, params, block_dim,
-                                     Record(template, operands), first, Record(template, priced), last, factor)  # fmt: skip
+    records, priced = Record(templates[0], operands), Record(templates[0], {**operands, "cycles": cycles})
+    return _launch_after_control_jit(kernel, chip, options, costs, inputs, outputs, params, block_dim, records, first,
+                                     priced, last, factor)  # fmt: skip
 
 
 def launch(

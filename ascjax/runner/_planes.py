@@ -250,6 +250,19 @@ def planes_data_traced(kernel, chip: Chip, options: Options, control: ControlOpt
 BATCHED_CONTROL_COMPILE_S = 4.0
 
 
+def scenario_key(fixed: tuple, static, shapes: dict):
+    """``per_scenario``'s key for a run or launch: what it computes beyond its scenarios' arrays (``fixed``, the static
+    part of the costs and parameters, the inputs' shapes); None where a parameter JAX cannot hash (no batch kept)."""
+    static_leaves, static_def = jax.tree.flatten(static)
+    input_shapes = tuple((name, x.shape, x.dtype.str) for name, x in shapes.items())
+    key = (*fixed, static_def, tuple(static_leaves), input_shapes)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def planes_per_scenario(kernel, chip: Chip, options: Options, control: ControlOptions, costs, inputs, spec: tuple,
                         params: dict):  # fmt: skip
     """``planes_jit`` for a run whose parameters or costs a ``vmap`` alone traces (a sweep in the user's eager
@@ -285,13 +298,7 @@ def planes_per_scenario(kernel, chip: Chip, options: Options, control: ControlOp
         record, latency = record_on_host(kernel, chip, costs, shapes, spec, params, shapes_only=True)
         return record.operands, run_control(record, control, latency)
 
-    static_leaves, static_def = jax.tree.flatten(static)
-    input_shapes = tuple((name, x.shape, x.dtype.str) for name, x in shapes.items())
-    key = (kernel, chip, spec, control, static_def, tuple(static_leaves), input_shapes)
-    try:
-        hash(key)
-    except TypeError:  # a parameter JAX cannot hash: no batch of it is kept
-        key = None
+    key = scenario_key((kernel, chip, spec, control), static, shapes)
     try:
         operands, result = per_scenario(traced, on_host, key, BATCHED_CONTROL_COMPILE_S, batched)(dynamic)
     except NeedsData:
