@@ -1,6 +1,6 @@
 """A tiled K-loop matmul (C = A x B, f16 -> f32) the way a device kernel is written.
 
-Output tiles and K steps are both ``k.range`` loops (two nested ``lax.scan``s), single-buffered
+Output tiles (rows, then columns) and K steps are ``k.range`` loops (nested ``lax.scan``s), single-buffered
 L1/L0 with the reverse events primed before the loops, and the unit flag between the last
 mmad of a tile (UPDATE) and its fixpipe (UPDATE). Launched on several blocks, each block takes
 a contiguous share of the output tiles (block b: tiles [b * share, (b + 1) * share)), as a
@@ -26,10 +26,7 @@ def matmul_kernel(k: aj.Program, M=256, K=256, N=256, TM=128, TK=128, TN=128, dt
     k.sync_notify("MTE1", "MTE2", 0)  # L1 starts free
     k.sync_notify("M", "MTE1", 0)  # L0A / L0B start free
 
-    def output_tile(j):
-        t = k.block_idx * share + j
-        mi, ni = t // n_tiles, t % n_tiles
-
+    def output_tile(mi, ni):
         def k_step(kk):
             k.sync_wait("MTE1", "MTE2", 0)
             k.copy_gm2l1_nd2nz(a_l1, "a", row=mi * TM, col=kk * TK)
@@ -49,7 +46,11 @@ def matmul_kernel(k: aj.Program, M=256, K=256, N=256, TM=128, TK=128, TN=128, dt
         k.range(k_steps, k_step)
         k.fixpipe("c", ac, dst_row=mi * TM, dst_col=ni * TN, unit_flag_mode=UnitFlagMode.ENABLE_UPDATE)
 
-    k.range(share, output_tile)
+    if share % n_tiles == 0:  # whole rows of output tiles: a loop over rows of a loop over columns
+        first_row = k.block_idx * (share // n_tiles)
+        k.range(share // n_tiles, lambda r: k.range(n_tiles, lambda ni: output_tile(first_row + r, ni)))
+    else:
+        k.range(share, lambda j: output_tile((k.block_idx * share + j) // n_tiles, (k.block_idx * share + j) % n_tiles))
     k.sync_wait("MTE1", "MTE2", 0)
     k.sync_wait("M", "MTE1", 0)
 

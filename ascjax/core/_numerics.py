@@ -6,6 +6,7 @@ import functools
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 try:  # no public spelling: the trace a call runs under (JAX's eager evaluation at the bottom)
     from jax._src.core import EvalTrace as _EvalTrace
@@ -94,9 +95,11 @@ def same_bits_dot_general(a, b, dimension_numbers, preferred_element_type):
     dimension: a (6 x 32) @ (32 x 32) batch becomes one 192 x 32 x 32 product. XLA:CPU picks its kernel by the
     shape, and on a CPU with AVX-512 a 192-row product sums in another order than a 32-row one (most last bits of a
     float32 K chain differ), so a scenario of a sweep, a block of a launch or a lowered loop's iteration could
-    disagree with the same product run alone. Here a one-sided batch is broadcast first, so the ``vmap`` computes
-    a batched product, whose every matrix XLA computes as it computes one alone. Differentiable (the tangents are
-    plain products: only the primal's bits are kept).
+    disagree with the same product run alone. Here a one-sided batch of a matrix product is folded into one wide
+    product only where a probe on this backend finds the wide product has the bits of each matrix alone
+    (``folds_alike``; a wide product also runs on every core, a batched one on one), and is broadcast otherwise,
+    so the ``vmap`` computes a batched product, whose every matrix XLA computes as it computes one alone.
+    Differentiable (the tangents are plain products: only the primal's bits are kept).
     """
     return _same_bits_dot(a, b, _dims(dimension_numbers), jnp.dtype(preferred_element_type))
 
@@ -134,9 +137,59 @@ def _batched_alike(dims, out_dtype):
     def _batched(axis_size, in_batched, a, b):
         if not any(in_batched):
             return product(a, b), False
+        if dims == MATRIX_PRODUCT and in_batched[0] != in_batched[1]:
+            side = 0 if in_batched[0] else 1
+            shapes = (a.shape[-2], a.shape[-1], b.shape[-1])
+            if folds_alike(side, axis_size, *shapes, a.dtype, b.dtype, out_dtype):
+                return _folded(side, product, a, b), True
         a, b = (x if batched else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, batched in zip((a, b), in_batched))
         (ca, cb), (ba, bb) = dims
         shift = lambda axes: tuple(axis + 1 for axis in axes)  # noqa: E731 - the operands' axes behind the batch
         return _batched_alike(((shift(ca), shift(cb)), ((0, *shift(ba)), (0, *shift(bb)))), out_dtype)(a, b), True
 
     return product
+
+
+#: The dimension numbers of a plain matrix product (m x k) @ (k x n): the one a one-sided batch may fold into.
+MATRIX_PRODUCT = (((1,), (0,)), ((), ()))
+#: The seed of the random operands ``folds_alike`` compares the products on.
+_PROBE_SEED = 0
+
+
+def _folded(side: int, product, a, b):
+    """A batch of products with one operand batched (``side`` 0: ``a`` [B, m, k]; 1: ``b`` [B, k, n]) as one wide
+    product ``product`` (so a further ``vmap`` folds again, or broadcasts), its result [B, m, n]. The wide operand
+    and result are computed on their own (optimization barriers), as the product's operands are."""
+    if side == 0:
+        batch, m, k = a.shape
+        wide = jax.lax.optimization_barrier(a.reshape(batch * m, k))
+        return jax.lax.optimization_barrier(product(wide, b)).reshape(batch, m, b.shape[-1])
+    batch, k, n = b.shape
+    wide = jax.lax.optimization_barrier(b.transpose(1, 0, 2).reshape(k, batch * n))
+    return jax.lax.optimization_barrier(product(a, wide)).reshape(a.shape[0], batch, n).transpose(1, 0, 2)
+
+
+@functools.cache
+def folds_alike(side: int, batch: int, m: int, k: int, n: int, a_dtype, b_dtype, out_dtype) -> bool:
+    """Whether ``batch`` (m x k) @ (k x n) products with operand ``side`` batched, folded into one wide product
+    (``_folded``), have the bits of each product alone on the default backend.
+
+    An integer product is exact in any order. A float one is probed once per shape in a process: random operands
+    in [-1, 1), the wide product and each product alone, compared bit for bit. XLA picks a product's kernel by its
+    shape alone, and a kernel that summed in another order would change some of the last bits of most of the
+    outputs, so the probe tells the kernels apart (on this project's AVX-512 CPU, 128-row tiles folded into 1,024
+    rows keep their bits, 32-row tiles folded into 192 do not)."""
+    if jnp.issubdtype(out_dtype, jnp.integer):
+        return True
+    rng = np.random.default_rng(_PROBE_SEED)
+    shapes = [(m, k), (k, n)]
+    shapes[side] = (batch, *shapes[side])
+    a, b = (rng.uniform(-1, 1, shape).astype(dtype) for shape, dtype in zip(shapes, (a_dtype, b_dtype)))
+    product = functools.partial(_plain_dot, dims=MATRIX_PRODUCT, out_dtype=out_dtype)
+    with jax.core.eval_context():  # run now, whatever trace the rule runs under
+        wide = jax.jit(lambda a, b: _folded(side, product, a, b))(a, b)
+        alone = jax.jit(product)
+        each = [alone(a[i], b) if side == 0 else alone(a, b[i]) for i in range(batch)]
+        return bool(
+            np.array_equal(np.asarray(wide).view(np.uint8), np.stack([np.asarray(x) for x in each]).view(np.uint8))
+        )

@@ -26,6 +26,10 @@ class Options:
       carried rest as a scan (``ascjax.engine.scan_lowered``); the buffers are the same bits as the
       plain scan's. Off (the default), every loop runs iteration by iteration: on a CPU that is faster
       (docs/performance.md).
+    - ``parallel_loops``: the data plane computes a loop whose iterations use the on-chip buffers privately
+      (each loads, computes or finds as the loop found them every tile it reads; the tiled matmul's
+      output-tile loops) as one ``vmap``, its GM stores applied in order after it
+      (``ascjax.engine.private_loops``). The same bits; off, every such loop runs iteration by iteration.
     """
 
     sanitize: bool = True
@@ -33,6 +37,7 @@ class Options:
     gm_granule_bytes: int = 32
     straight_through: bool = False
     lower_loops: bool = False
+    parallel_loops: bool = True
 
     def __post_init__(self):
         if self.gm_granule_bytes <= 0 or self.gm_granule_bytes & (self.gm_granule_bytes - 1):

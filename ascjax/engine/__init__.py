@@ -36,6 +36,8 @@ from ._options import ControlOptions as ControlOptions
 from ._options import SyncLatency as SyncLatency
 from ._order import EmitOrder as EmitOrder
 from ._order import emit_order as emit_order
+from ._private import PrivateLoops as PrivateLoops
+from ._private import private_loops as private_loops
 from ._record import FAULT_KINDS as FAULT_KINDS
 from ._record import UF_KEEP as UF_KEEP
 from ._record import UF_OFF as UF_OFF

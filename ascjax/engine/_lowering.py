@@ -16,6 +16,12 @@ buffers are the same bits where each operation has the same bits batched as alon
 products (``core.same_bits_dot_general``) and sums (``core.fold_sum``) do. ``Options(lower_loops=False)``
 runs the plain scan, and a test compares the two on the kernels. A body whose batched part would hold
 more than ``MAX_BATCHED_BYTES`` of results, or that carries everything, runs as the plain scan.
+
+A loop whose iterations use some state privately (``private``: the on-chip buffers of a loop
+``ascjax.engine.private_loops`` finds so) is split with that state known too: every iteration starts
+from the state as the loop found it, the whole body but what it does to the rest (GM) is one ``vmap``,
+and the private state after the loop is the last iteration's. So independent output tiles run as one
+batched computation whose products fold into wide ones (``core.same_bits_dot_general``).
 """
 
 from __future__ import annotations
@@ -39,11 +45,13 @@ MAX_BATCHED_BYTES = 256 * 2**20
 _WORK = frozenset({"dot_general", "conv_general_dilated"})
 
 
-def scan_lowered(step, state, n: int, lower: bool = True):
-    """``lax.scan(step, state, arange(n))[0]`` (``step(state, i) -> state``), with the iterations'
-    independent part batched where that is exact and worth it (see the module); ``lower=False``: the scan."""
+def scan_lowered(step, state, n: int, lower: bool = True, private=None):
+    """``lax.scan(step, state, arange(n))[0]`` (``step(state, i) -> state``), with the iterations' independent part
+    batched where that is exact and worth it (see the module); ``lower=False``: the scan. ``private``: called once
+    the body is traced, per leaf of ``state`` whether the iterations use it privately (None: no leaf), so that
+    every leaf but the rest may be batched."""
     iterations = jnp.arange(n, dtype=jnp.int32)
-    if not lower or n < 2:
+    if not (lower or private is not None) or n < 2:
         return jax.lax.scan(lambda s, i: (step(s, i), None), state, iterations)[0]
     leaves, tree = jax.tree.flatten(state)
     index = jnp.zeros((), jnp.int32)
@@ -58,13 +66,17 @@ def scan_lowered(step, state, n: int, lower: bool = True):
 
         return jax.lax.scan(body, list(leaves), iterations)[0]
 
-    split = _split(closed, len(leaves), n)
-    out = plain(leaves) if split is None else _run_split(split, closed, leaves, n)
+    mask = None if private is None else private()
+    split = None if mask is None else _split(closed, len(leaves), n, mask)
+    if split is None and lower:
+        split = _split(closed, len(leaves), n)
+    out = plain(leaves) if split is None else _run_split(split, leaves, n)
     return jax.tree.unflatten(out_tree, out)
 
 
-def _split(closed, n_leaves: int, n: int):
-    """The body's known (batchable) and unknown (carried) parts, or None where batching does not pay."""
+def _split(closed, n_leaves: int, n: int, private=None):
+    """The body's known (batchable) and unknown (carried) parts, or None where batching does not pay (or a leaf
+    ``private`` marks comes out carried)."""
     if partial_eval_jaxpr_nounits is None:
         return None
     jaxpr = closed.jaxpr
@@ -72,17 +84,23 @@ def _split(closed, n_leaves: int, n: int):
     changed = [outvars[k] is not invars[k] for k in range(n_leaves)]  # leaves the body writes
     if not any(changed):
         return None
-    unknowns = changed + [False]  # the loop index is known
+    carried = [ch and not (private and private[k]) for k, ch in enumerate(changed)]
     try:
-        known, unknown, out_unknowns, res_avals = partial_eval_jaxpr_nounits(closed, unknowns, instantiate=False)
+        known, unknown, out_unknowns, res_avals = partial_eval_jaxpr_nounits(
+            closed,
+            carried + [False],
+            instantiate=False,  # the loop index is known
+        )
     except Exception:  # noqa: BLE001 - a primitive partial evaluation cannot split: the plain scan is exact
         return None
+    if any(out_unknowns[k] for k in range(n_leaves) if changed[k] and not carried[k]):
+        return None  # a private leaf depends on carried state: its iterations are not apart after all
     if not _has_work(known.jaxpr):
         return None
     batched = [a for a, unk, ch in zip(closed.out_avals, out_unknowns, changed) if ch and not unk] + list(res_avals)
     if n * sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in batched) > MAX_BATCHED_BYTES:
         return None
-    return known, unknown, out_unknowns, changed
+    return known, unknown, out_unknowns, changed, carried
 
 
 def _has_work(jaxpr) -> bool:
@@ -103,12 +121,12 @@ def _subs(eqn):
                 yield x
 
 
-def _run_split(split, closed, leaves, n: int):
+def _run_split(split, leaves, n: int):
     """The known part vmapped over every iteration, then the unknown part scanned over its results."""
-    known, unknown, out_unknowns, changed = split
+    known, unknown, out_unknowns, changed, carried = split
     n_leaves = len(leaves)
-    known_in = [x for x, ch in zip(leaves, changed) if not ch]  # the state the loop never writes
-    unknown_in = [k for k in range(n_leaves) if changed[k]]
+    known_in = [x for x, c in zip(leaves, carried) if not c]  # state each iteration finds as the loop found it
+    unknown_in = [k for k in range(n_leaves) if carried[k]]
     n_known_out = sum(1 for u in out_unknowns if not u)
 
     def known_iteration(i):
@@ -122,7 +140,7 @@ def _run_split(split, closed, leaves, n: int):
         out_slot[k] = ("unknown", j_unknown) if unk else ("known", j_known)
         j_unknown, j_known = j_unknown + unk, j_known + (not unk)
 
-    def carried(carry, xs):
+    def carried_step(carry, xs):
         known_i, res_i = xs
         outs = jex_core.jaxpr_as_fun(unknown)(*res_i, *(carry[k] for k in unknown_in))
         new = dict(carry)
@@ -133,7 +151,10 @@ def _run_split(split, closed, leaves, n: int):
 
     init = {k: leaves[k] for k in unknown_in}
     if any(out_unknowns[k] for k in unknown_in):
-        final, _ = jax.lax.scan(carried, init, (list(known_outs), list(residuals)))
+        final, _ = jax.lax.scan(carried_step, init, (list(known_outs), list(residuals)), unroll=n <= 8)
     else:  # nothing is carried: every written leaf is the last iteration's
         final = {k: known_outs[out_slot[k][1]][-1] for k in unknown_in}
+    for k in range(n_leaves):  # a private leaf: the last iteration's
+        if changed[k] and not carried[k]:
+            final[k] = known_outs[out_slot[k][1]][-1]
     return [final[k] if changed[k] else leaves[k] for k in range(n_leaves)]

@@ -73,6 +73,16 @@ def _gm_if(ran, data, state: State) -> State:
     return dataclasses.replace(new, gm=keep(new.gm, state.gm), gm_written=keep(new.gm_written, state.gm_written))
 
 
+#: The ``State`` fields (under ``aic``, or ``ub`` itself) that hold on-chip buffers: what a private loop batches.
+_BUFFER_FIELDS = frozenset({"l1", "l0a", "l0b", "l0c", "bt"})
+
+
+def _is_buffer(path) -> bool:
+    """Whether the ``State`` leaf at ``path`` (``tree_flatten_with_path``'s) is an on-chip tile's data."""
+    names = [getattr(key, "name", None) for key in path[:2]]
+    return names[0] == "ub" or (names[0] == "aic" and names[1] in _BUFFER_FIELDS)
+
+
 def current() -> Program:
     """The Program whose kernel is being traced (``ascjax.pl`` functions act on it)."""
     if not _CURRENT:
@@ -180,6 +190,10 @@ class Program:
         self._loop_index: list = []  # the (traced) indices of the open loops
         self.poison = None  # the data plane's racy reads, from the control plane (``ascjax.engine._dataplane.Poison``)
         self.ran = None  # the issues the control plane's run started, where a deadlock left some undone (``Ran``)
+        # the data plane: the loops whose iterations use the on-chip buffers privately (``engine.PrivateLoops``),
+        # and the tags of the issues each open loop's body traced so far
+        self.private_loops = None
+        self._body_tags: list[list] = []
         # every issue's tag: (section, region, place in that region), the same in every trace of the kernel: a
         # section is traced once per segment, and a trace that skips a top-level loop's body skips a region
         self._sections = 0
@@ -400,6 +414,8 @@ class Program:
     def _issue(self, instr: isa.Instruction, args: tuple, kwargs: dict) -> None:
         """Issue ``instr`` on the current core: check its operands and core, then run its data function."""
         tag = self._tag()
+        for tags in self._body_tags:
+            tags.append(tag)
         self._check_operands(instr, args, kwargs)
         gate = self.gate
         if instr.sync is Sync.CROSS_WAIT and gate is not None:
@@ -555,7 +571,14 @@ class Program:
                 self._loop_index.pop()
 
         if self.recorder is None:  # the data plane: the iterations' independent part batched where exact
-            self.state = scan_lowered(lambda s, i: step(s, i)[0], self.state, n, self.state.options.lower_loops)
+            private, tags = self._private_buffers(), []
+            leaves = private and functools.partial(private, tags, len(self._loop_index))
+            self._body_tags.append(tags)
+            try:
+                lower = self.state.options.lower_loops
+                self.state = scan_lowered(lambda s, i: step(s, i)[0], self.state, n, lower, private=leaves)
+            finally:
+                self._body_tags.pop()
             return
         rec = self.recorder
 
@@ -564,6 +587,20 @@ class Program:
             return step(carry[0], i)[0], rec.auto
 
         self.state, rec.auto = rec.builder.scan(recorded, (self.state, rec.auto), n, trip=count)
+
+    def _private_buffers(self):
+        """For the data plane's loop about to be traced: a function of its body's issue tags and its depth giving
+        per state leaf whether the loop's iterations use it privately (its on-chip buffers, where the record's
+        ``private_loops`` says so; None: no leaf), or None where the loop is computed in order anyway."""
+        if (self.private_loops is None or not self.state.options.parallel_loops or self.gate is not None
+                or self._in_section or self.emit is not None):  # fmt: skip
+            return None
+        buffers = [_is_buffer(path) for path, _ in jax.tree_util.tree_flatten_with_path(self.state)[0]]
+
+        def private(tags, depth):
+            return buffers if self.private_loops.private(tags, depth) else None
+
+        return private
 
     def cond(self, pred, then, otherwise=None) -> None:
         """``if pred: then() else: otherwise()`` on a traced predicate (a ``lax.cond``).

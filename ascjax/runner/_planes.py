@@ -43,8 +43,10 @@ from ..core._options import Options
 from ..engine import (
     ControlOptions,
     EmitOrder,
+    PrivateLoops,
     Record,
     emit_order,
+    private_loops,
     reset_control_plane,
     run_control,
     run_control_as_host,
@@ -70,6 +72,7 @@ def execute_data(
     emit: EmitOrder | None = None,
     no_faults: bool = False,
     ran: dataplane.Ran | None = None,
+    private: PrivateLoops | None = None,
 ) -> State:
     """Trace ``kernel`` on a data-only state, its sections in ``order``; returns the state it leaves. The reads
     ``poison`` names racy write NaN (``options.poison_races``). ``block``: a launch's ``{"block_idx": b,
@@ -80,7 +83,8 @@ def execute_data(
     each write replaces its tile whole and a loop's iterations can be computed apart. Without lowering the
     writes stay selects: XLA would fuse whole chains of copies into every product's operands and recompute them
     per element (the 1024^3 matmul's data plane: 48 -> 64 ms). ``ran``: the issues a deadlocked run started
-    (None: all): an issue that writes GM and never ran leaves GM as it was."""
+    (None: all): an issue that writes GM and never ran leaves GM as it was. ``private``: the record's loops whose
+    iterations use the on-chip buffers privately, computed as one ``vmap`` (``Options.parallel_loops``)."""
     names = tuple(name for name, _ in outputs)
     gm = initial_gm(inputs, outputs)
     state = State.create(chip, gm, names, options, track_gm_writes=block is not None)
@@ -89,7 +93,8 @@ def execute_data(
     program.poison = poison
     program.ran = ran
     program.emit = emit
-    token = NO_FAULTS.set(no_faults and options.lower_loops)
+    program.private_loops = private
+    token = NO_FAULTS.set(no_faults and (options.lower_loops or (private is not None and options.parallel_loops)))
     try:
         state = trace_kernel(kernel, program, params).state
     finally:
@@ -139,17 +144,18 @@ def data_after_control(kernel, chip: Chip, options: Options, inputs, spec: tuple
     index = dataplane.PoisonIndex(record)
     poison = dataplane.Poison(index, result.racy) if options.poison_races else None
     emit = None if isinstance(result.start, jax.core.Tracer) else emit_order(record, result)  # concrete: not jitted
+    private = None if block is not None else private_loops(record)
     state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, block=block, emit=emit,
-                         no_faults=faults_free(record), ran=dataplane.Ran.of(index, result))  # fmt: skip
+                         no_faults=faults_free(record), ran=dataplane.Ran.of(index, result), private=private)  # fmt: skip
     return state, emit
 
 
 @exact_jit
 def _data_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, order, racy, index, emit,
-              no_faults: bool, ran):  # fmt: skip
+              no_faults: bool, ran, private):  # fmt: skip
     poison = None if index is None else dataplane.Poison(index, racy)
     return execute_data(kernel, chip, options, inputs, spec, params, order, poison, emit=emit, no_faults=no_faults,
-                        ran=ran)  # fmt: skip
+                        ran=ran, private=private)  # fmt: skip
 
 
 class ControlCache:
@@ -169,8 +175,8 @@ class ControlCache:
         self._entries.clear()
 
     def get(self, record, control: ControlOptions, latency, *, quick: bool = True):
-        """``(result, schedule, poison index, emit order, faults free)`` for ``record``: cached, or from one
-        control-plane run (``quick``: as ``run_control``'s)."""
+        """``(result, schedule, poison index, emit order, faults free, private loops)`` for ``record``: cached, or from
+        one control-plane run (``quick``: as ``run_control``'s)."""
         digest = hashlib.blake2b(repr(control).encode(), digest_size=16)
         operands, latency_leaves = jax.device_get((record.operands, jax.tree.leaves(latency)))  # one transfer
         for name, x in sorted(operands.items()) + [(str(i), x) for i, x in enumerate(latency_leaves)]:
@@ -186,7 +192,15 @@ class ControlCache:
         host = Record(record.template, operands)
         result = run_control(host, control, latency, quick=quick)  # the host copy: no second transfer
         order, index = dataplane.schedule(record, result), dataplane.PoisonIndex(record)
-        entry = (record.template, result, order, index, emit_order(record, result), faults_free(host))
+        entry = (
+            record.template,
+            result,
+            order,
+            index,
+            emit_order(record, result),
+            faults_free(host),
+            private_loops(host),
+        )
         self._entries[key] = entry
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -220,11 +234,11 @@ def planes_cached(kernel, chip: Chip, options: Options, control: ControlOptions,
 
 def _data_after(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, record, control_run):
     """The data plane compiled on its own, in the order ``control_run`` (``ControlCache.get``'s) gives."""
-    result, order, index, emit, no_faults = control_run
+    result, order, index, emit, no_faults, private = control_run
     ran = dataplane.Ran.of(index, result)  # static: one compiled data plane per set of undone instances
     racy, index = (result.racy, index) if options.poison_races else (None, None)
     state = _data_jit(kernel, chip, options.for_data_plane(), inputs, spec, params, order, racy, index, emit, no_faults,
-                      ran)  # fmt: skip
+                      ran, private)  # fmt: skip
     return state, record, device_order(result, emit)
 
 
