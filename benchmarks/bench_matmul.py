@@ -7,9 +7,11 @@ Rows: ``jnp.dot`` (f32 accumulation); the same 128-tiling as two nested ``lax.sc
 relayouts, its output tiles as a ``vmap`` over row tiles of a ``vmap`` over column tiles (each K step's products
 then one wide product: what a data plane running independent iterations as one factored ``vmap`` would compile, its
 bits checked against the same relayouts tile by tile); ascjax ``kernels/matmul.py`` run on the two
-planes (the control plane over the record, with every check and the timing, then the data plane), with the race and
-uninitialised-read checks off (their cost), with ``Options(lower_loops=True)`` (the K chain's products as one batched
-matmul), ``ascjax.run`` called again on the same record (the control plane's
+planes (the control plane over the record, with every check and the timing, then the data plane, whose output-tile
+loops run as one factored ``vmap``: ``Options.parallel_loops``), with the race and uninitialised-read checks off
+(their cost), with ``Options(parallel_loops=False)`` (the output tiles one after another; its bits checked against the
+default's), with ``Options(lower_loops=True)`` (the K chain's products as one batched matmul too), ``ascjax.run``
+called again on the same record (the control plane's
 findings reused: it depends on the record's operands, not on the data), and the data plane alone; the same kernel
 launched on one block per output tile (what a launch and its GM merge cost), with its blocks' control planes run on
 the host while it is traced (the default) and in the program (``launch(jit=False)``); the same tiling as a Pallas
@@ -139,8 +141,8 @@ def tiled_relayout_matmul(a, b):
     return jax.lax.scan(output_tile, jnp.zeros((m, n), jnp.float32), jnp.arange((m // TILE) * n_tiles))[0]
 
 
-def ascjax_matmul(case, sanitize, lower_loops=False):
-    options = aj.Options(sanitize=sanitize, lower_loops=lower_loops)
+def ascjax_matmul(case, sanitize, lower_loops=False, parallel_loops=True):
+    options = aj.Options(sanitize=sanitize, lower_loops=lower_loops, parallel_loops=parallel_loops)
 
     @jax.jit
     def go(a, b):
@@ -202,6 +204,7 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
         "the tiling with its relayouts, tiles as a factored vmap": (jax.jit(factored_vmap_matmul), repeats),
         "ascjax, checks + timing": (ascjax_matmul(case, True), repeats),
         "ascjax, timing only": (ascjax_matmul(case, False), repeats),
+        "ascjax, checks + timing, output tiles one by one": (ascjax_matmul(case, True, parallel_loops=False), repeats),
         "ascjax, checks + timing, loops lowered": (ascjax_matmul(case, True, lower_loops=True), repeats),
         "ascjax run, control plane reused": (ascjax_run_reused(case), repeats),
         "ascjax data plane alone": (ascjax_data_plane(case), repeats),
@@ -223,7 +226,9 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
         out = fn(a, b)
         c = out[0] if isinstance(out, tuple) else out
         errors[name] = timings[name]["max_abs_err"] = float(np.max(np.abs(np.asarray(c, np.float64) - want)))
-    _, verdict, cycles = ascjax_matmul(case, True)(a, b)
+    c, verdict, cycles = ascjax_matmul(case, True)(a, b)
+    one_by_one = ascjax_matmul(case, True, parallel_loops=False)(a, b)[0]
+    parallel_bits = np.array_equal(np.asarray(c), np.asarray(one_by_one))
     factored_bits = np.array_equal(np.asarray(jax.jit(factored_vmap_matmul)(a, b)),
                                    np.asarray(jax.jit(tiled_relayout_matmul)(a, b)))  # fmt: skip
     run = {name: t["run_s"] for name, t in timings.items()}
@@ -249,6 +254,15 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
                 "matmul: the factored vmap has the tiled relayouts' bits (1 yes, 0 no)", float(factored_bits), unit=""
             ),
             claim(
+                "matmul: output tiles one by one / as one vmap (checks + timing)",
+                run["ascjax, checks + timing, output tiles one by one"] / run["ascjax, checks + timing"],
+            ),
+            claim(
+                "matmul: the output tiles as one vmap have the bits of one by one (1 yes, 0 no)",
+                float(parallel_bits),
+                unit="",
+            ),
+            claim(
                 "matmul: ascjax (checks + timing) / tiled lax.scan",
                 run["ascjax, checks + timing"] / run["tiled lax.scan of jnp.dot"],
             ),
@@ -264,7 +278,7 @@ def measure(size=1024, repeats=5, tpu_repeats=1) -> dict:
             ),
             claim("matmul: ascjax data plane alone / jnp.dot", run["ascjax data plane alone"] / run["jnp.dot"]),
             claim(
-                "matmul: loops lowered / iteration by iteration (checks + timing)",
+                "matmul: loops lowered too / the default (checks + timing)",
                 run["ascjax, checks + timing, loops lowered"] / run["ascjax, checks + timing"],
             ),
             claim(

@@ -41,6 +41,9 @@ except ImportError:  # pragma: no cover - a JAX without it runs every loop as th
 #: Results of the batched part beyond this many bytes run as the plain scan instead (memory, not speed).
 MAX_BATCHED_BYTES = 256 * 2**20
 
+#: Longest carried part traced in line (unrolled) rather than as a loop: a few GM stores cost less than a loop's steps.
+MAX_UNROLLED_STEPS = 8
+
 #: Primitives whose presence makes batching worth its compile: the batched part must hold real work.
 _WORK = frozenset({"dot_general", "conv_general_dilated"})
 
@@ -60,11 +63,17 @@ def scan_lowered(step, state, n: int, lower: bool = True, private=None):
     )
     out_tree = jax.tree.structure(out_shape)
 
-    def plain(leaves):
-        def body(ls, i):
-            return jex_core.jaxpr_as_fun(closed)(*ls, i), None
+    def plain(leaves):  # the scan carries the leaves the body writes; it reads the others as they are
+        changed = [out is not var for out, var in zip(closed.jaxpr.outvars, closed.jaxpr.invars)]
 
-        return jax.lax.scan(body, list(leaves), iterations)[0]
+        def body(written, i):
+            it = iter(written)
+            ls = [next(it) if ch else x for x, ch in zip(leaves, changed)]
+            outs = jex_core.jaxpr_as_fun(closed)(*ls, i)
+            return [x for x, ch in zip(outs, changed) if ch], None
+
+        final = iter(jax.lax.scan(body, [x for x, ch in zip(leaves, changed) if ch], iterations)[0])
+        return [next(final) if ch else x for x, ch in zip(leaves, changed)]
 
     mask = None if private is None else private()
     split = None if mask is None else _split(closed, len(leaves), n, mask)
@@ -76,23 +85,29 @@ def scan_lowered(step, state, n: int, lower: bool = True, private=None):
 
 def _split(closed, n_leaves: int, n: int, private=None):
     """The body's known (batchable) and unknown (carried) parts, or None where batching does not pay (or a leaf
-    ``private`` marks comes out carried)."""
-    if partial_eval_jaxpr_nounits is None:
-        return None
+    ``private`` marks comes out carried). With ``private``, the body is split at its top level (``_top_level``)
+    where that keeps the private leaves known, else by JAX's partial evaluation, which also splits the scans
+    inside it."""
     jaxpr = closed.jaxpr
     invars, outvars = jaxpr.invars, jaxpr.outvars
     changed = [outvars[k] is not invars[k] for k in range(n_leaves)]  # leaves the body writes
     if not any(changed):
         return None
     carried = [ch and not (private and private[k]) for k, ch in enumerate(changed)]
-    try:
-        known, unknown, out_unknowns, res_avals = partial_eval_jaxpr_nounits(
-            closed,
-            carried + [False],
-            instantiate=False,  # the loop index is known
-        )
-    except Exception:  # noqa: BLE001 - a primitive partial evaluation cannot split: the plain scan is exact
+    unknowns = carried + [False]  # the loop index is known
+    parts = None
+    if private is not None:
+        parts = _top_level(closed, unknowns)
+        if any(parts[2][k] for k in range(n_leaves) if changed[k] and not carried[k]):
+            parts = None  # a private leaf comes out of an equation that is carried too (a loop writing GM as well)
+    if parts is None and partial_eval_jaxpr_nounits is not None:
+        try:
+            parts = partial_eval_jaxpr_nounits(closed, unknowns, instantiate=False)
+        except Exception:  # noqa: BLE001 - a primitive partial evaluation cannot split: the plain scan is exact
+            return None
+    if parts is None:
         return None
+    known, unknown, out_unknowns, res_avals = parts
     if any(out_unknowns[k] for k in range(n_leaves) if changed[k] and not carried[k]):
         return None  # a private leaf depends on carried state: its iterations are not apart after all
     if not _has_work(known.jaxpr):
@@ -101,6 +116,43 @@ def _split(closed, n_leaves: int, n: int, private=None):
     if n * sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in batched) > MAX_BATCHED_BYTES:
         return None
     return known, unknown, out_unknowns, changed, carried
+
+
+def _top_level(closed, unknowns: list):
+    """``closed`` split as ``partial_eval_jaxpr_nounits`` splits it (known: known outputs, then residuals; unknown:
+    residuals, then unknown inputs), but only at its top level: an equation is unknown where an input is, and
+    every equation keeps its sub-jaxprs as they are. JAX's partial evaluation would also move the loop-invariant
+    values of every scan inside out of it (a broadcast zero becomes an array the loop carries), which XLA then
+    cannot fuse as a constant."""
+    jaxpr = closed.jaxpr
+    unknown_vars = {v for v, unk in zip(jaxpr.invars, unknowns) if unk}
+    is_unknown = lambda v: isinstance(v, jex_core.Var) and v in unknown_vars  # noqa: E731
+    known_eqns, unknown_eqns = [], []
+    for eqn in jaxpr.eqns:
+        if any(is_unknown(v) for v in eqn.invars):
+            unknown_eqns.append(eqn)
+            unknown_vars.update(eqn.outvars)
+        else:
+            known_eqns.append(eqn)
+    out_unknowns = [is_unknown(v) for v in jaxpr.outvars]
+    defined = set(jaxpr.constvars)  # known values the unknown part reads: residuals (constants it reads itself)
+    residuals = []
+    for v in [v for eqn in unknown_eqns for v in eqn.invars] + [v for v, u in zip(jaxpr.outvars, out_unknowns) if u]:
+        if isinstance(v, jex_core.Var) and not is_unknown(v) and v not in defined:
+            defined.add(v)
+            residuals.append(v)
+    known_out = [v for v, u in zip(jaxpr.outvars, out_unknowns) if not u]
+    known_in = [v for v, u in zip(jaxpr.invars, unknowns) if not u]
+    unknown_in = [v for v, u in zip(jaxpr.invars, unknowns) if u]
+    unknown_out = [v for v, u in zip(jaxpr.outvars, out_unknowns) if u]
+
+    def closed_part(invars, outvars, eqns):
+        part = jaxpr.replace(invars=invars, outvars=outvars, eqns=eqns)
+        return jex_core.ClosedJaxpr(part, closed.consts)
+
+    known = closed_part(known_in, known_out + residuals, known_eqns)
+    unknown = closed_part(residuals + unknown_in, unknown_out, unknown_eqns)
+    return known, unknown, out_unknowns, [v.aval for v in residuals]
 
 
 def _has_work(jaxpr) -> bool:
@@ -128,20 +180,25 @@ def _run_split(split, leaves, n: int):
     known_in = [x for x, c in zip(leaves, carried) if not c]  # state each iteration finds as the loop found it
     unknown_in = [k for k in range(n_leaves) if carried[k]]
     n_known_out = sum(1 for u in out_unknowns if not u)
-
-    def known_iteration(i):
-        return jex_core.jaxpr_as_fun(known)(*known_in, i)
-
-    batched = jax.vmap(known_iteration)(jnp.arange(n, dtype=jnp.int32))
-    known_outs, residuals = batched[:n_known_out], batched[n_known_out:]
     out_slot = {}  # output k -> where its value comes from: ("known", j) or ("unknown", j)
     j_known = j_unknown = 0
     for k, unk in enumerate(out_unknowns):
         out_slot[k] = ("unknown", j_unknown) if unk else ("known", j_known)
         j_unknown, j_known = j_unknown + unk, j_known + (not unk)
+    # the known outputs of written leaves, batched (an unwritten leaf's would be a broadcast copy of it)
+    kept = [j for k, (where, j) in out_slot.items() if where == "known" and changed[k]]
+
+    def known_iteration(i):
+        outs = jex_core.jaxpr_as_fun(known)(*known_in, i)
+        return [outs[j] for j in kept], outs[n_known_out:]
+
+    batched, residuals = jax.vmap(known_iteration)(jnp.arange(n, dtype=jnp.int32))
+    known_outs = dict(zip(kept, batched))
+    known_carried = [out_slot[k][1] for k in unknown_in if out_slot[k][0] == "known"]
 
     def carried_step(carry, xs):
         known_i, res_i = xs
+        known_i = dict(zip(known_carried, known_i))
         outs = jex_core.jaxpr_as_fun(unknown)(*res_i, *(carry[k] for k in unknown_in))
         new = dict(carry)
         for k in unknown_in:
@@ -151,7 +208,8 @@ def _run_split(split, leaves, n: int):
 
     init = {k: leaves[k] for k in unknown_in}
     if any(out_unknowns[k] for k in unknown_in):
-        final, _ = jax.lax.scan(carried_step, init, (list(known_outs), list(residuals)), unroll=n <= 8)
+        xs = ([known_outs[j] for j in known_carried], list(residuals))
+        final, _ = jax.lax.scan(carried_step, init, xs, unroll=n <= MAX_UNROLLED_STEPS)
     else:  # nothing is carried: every written leaf is the last iteration's
         final = {k: known_outs[out_slot[k][1]][-1] for k in unknown_in}
     for k in range(n_leaves):  # a private leaf: the last iteration's
