@@ -34,7 +34,7 @@ from jax.experimental.pallas import tpu as pltpu
 import ascjax as aj
 from ascjax.core import Format, layout
 from ascjax.engine import _dataplane as dataplane
-from ascjax.engine import run_control
+from ascjax.engine import private_loops, run_control
 from ascjax.front._tracing import output_spec, record_kernel
 from ascjax.runner._planes import execute_data
 
@@ -168,12 +168,13 @@ def ascjax_data_plane(case):
     """The data plane alone, in the order one control-plane run gave (what a lowered run builds on)."""
     inputs = {"a": jnp.asarray(case.inputs["a"]), "b": jnp.asarray(case.inputs["b"])}
     record = record_kernel(case.kernel, inputs, case.outputs, params=case.params)
-    order = dataplane.schedule(record, run_control(record))
+    order, private = dataplane.schedule(record, run_control(record)), private_loops(record)
     chip, spec = aj.get_chip("a2"), output_spec(case.outputs)
 
     @jax.jit
     def data(a, b):
-        return execute_data(case.kernel, chip, aj.Options(), {"a": a, "b": b}, spec, case.params, order).gm["c"]
+        inputs = {"a": a, "b": b}
+        return execute_data(case.kernel, chip, aj.Options(), inputs, spec, case.params, order, private=private).gm["c"]
 
     return data
 

@@ -239,6 +239,29 @@ def test_a_run_on_other_inputs_reuses_the_control_plane_and_other_operands_do_no
     assert found.report().verdict is not first.report().verdict
 
 
+def test_a_record_the_recording_reused_is_found_without_hashing_its_operands_and_a_writable_one_is_not(monkeypatch):
+    """``ControlCache.get``: the host's recording hands back the same read-only record for the same arguments, so
+    the cache finds it by identity; a record with writable operands (which could have changed in place) is hashed
+    every time, and a changed operand is another entry."""
+    from ascjax.runner._planes import ControlCache
+
+    case = aj.build_case(str(KERNELS / "phases.py"), "kloop_recipe")
+    chip = aj.get_chip(case.chip)
+    control = resolve_control(chip, aj.Options(), None)
+    x, spec = {n: np.asarray(v) for n, v in case.inputs.items()}, output_spec(case.outputs)
+    record, latency = record_on_host(case.kernel, chip, default_costs(chip), x, spec, case.params)
+    cache, hashed = ControlCache(), []
+    real = cache._get
+    monkeypatch.setattr(cache, "_get", lambda *args: hashed.append(1) or real(*args))
+    first = cache.get(record, control, latency)
+    assert cache.get(record, control, latency) is first and len(hashed) == 1 and cache.misses == 1
+    writable = type(record)(record.template, {k: np.array(v) for k, v in record.operands.items()})
+    assert cache.get(writable, control, latency)[0] is first[0]  # equal operands: the same entry, hashed
+    writable.operands["cycles"][...] += 1  # a change in place is seen
+    assert cache.get(writable, control, latency)[0] is not first[0]
+    assert len(hashed) == 3 and cache.misses == 2
+
+
 def test_runs_that_differ_only_in_the_sanitizer_share_one_compiled_data_plane(monkeypatch):
     """``Options.sanitize`` is the control plane's alone: switching it off traces no second data plane, and the
     outputs are the same bits; ``poison_races``, which the data plane reads, does trace one."""
