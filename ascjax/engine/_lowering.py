@@ -51,8 +51,8 @@ _WORK = frozenset({"dot_general", "conv_general_dilated"})
 def scan_lowered(step, state, n: int, lower: bool = True, private=None):
     """``lax.scan(step, state, arange(n))[0]`` (``step(state, i) -> state``), with the iterations' independent part
     batched where that is exact and worth it (see the module); ``lower=False``: the scan. ``private``: called once
-    the body is traced, per leaf of ``state`` whether the iterations use it privately (None: no leaf), so that
-    every leaf but the rest may be batched."""
+    the body is traced, per leaf of ``state`` whether the iterations use it privately (None: none does); then all
+    the body but what it does to the other leaves it writes runs batched."""
     iterations = jnp.arange(n, dtype=jnp.int32)
     if not (lower or private is not None) or n < 2:
         return jax.lax.scan(lambda s, i: (step(s, i), None), state, iterations)[0]
@@ -137,7 +137,7 @@ def _top_level(closed, unknowns: list):
     out_unknowns = [is_unknown(v) for v in jaxpr.outvars]
     defined = set(jaxpr.constvars)  # known values the unknown part reads: residuals (constants it reads itself)
     residuals = []
-    for v in [v for eqn in unknown_eqns for v in eqn.invars] + [v for v, u in zip(jaxpr.outvars, out_unknowns) if u]:
+    for v in [v for eqn in unknown_eqns for v in eqn.invars]:
         if isinstance(v, jex_core.Var) and not is_unknown(v) and v not in defined:
             defined.add(v)
             residuals.append(v)
