@@ -78,7 +78,8 @@ def tiles_kernel(k: aj.Program, variant: str = "ok"):
                       atomic=variant == "atomic")  # fmt: skip
         k.sync_notify("FIX", "M", 0)
 
-    k.range(ROWS, lambda mi: k.range(COLS, lambda ni: tile(mi, ni)))
+    rows = ROWS // k.block_num  # launched, block b takes rows [b * rows, (b + 1) * rows)
+    k.range(rows, lambda r: k.range(COLS, lambda ni: tile(k.block_idx * rows + r, ni)))
     if variant == "tail":
         k.fixpipe("c", ac, dst_row=0, dst_col=0)
     k.sync_wait("MTE1", "MTE2", 0)
@@ -212,3 +213,18 @@ def test_a_jit_a_vmap_and_a_gradient_of_a_run_with_private_loops():
     expected = np.asarray(weights) @ INPUTS["b"].astype(np.float32).T  # d sum(W * (A B)) / dA = W B^T
     for g in grads:
         np.testing.assert_allclose(np.asarray(g, np.float32), expected, rtol=2e-2, atol=2e-2)
+
+
+def test_a_launch_s_blocks_run_their_private_loops_as_one_vmap_with_the_same_bits(splits):
+    def launched(parallel):
+        return aj.launch(tiles_kernel, INPUTS, OUTPUTS, block_dim=ROWS, params={"variant": "ok"},
+                         options=aj.Options(parallel_loops=parallel))  # fmt: skip
+
+    sequential = launched(False)
+    assert not splits
+    parallel = launched(True)
+    assert splits  # each block's column loop
+    assert parallel.verdict == sequential.verdict == aj.Verdict.OK
+    got = np.asarray(parallel.outputs["c"])
+    np.testing.assert_array_equal(got, np.asarray(sequential.outputs["c"]))
+    np.testing.assert_array_equal(got, np.asarray(_run("ok").outputs["c"]))

@@ -34,6 +34,18 @@ class PrivateLoops:
         self.loops_of = {tag: t.loops[e] for e, tag in enumerate(t.tags) if tag is not None}
         self._key = (ids, tuple(sorted(self.loops_of.items(), key=repr)))
 
+    @classmethod
+    def common(cls, each: list) -> PrivateLoops | None:
+        """The loops private in every one of ``each`` (records of one template: a launch's blocks, traced as one
+        data plane); None where one of them decided nothing."""
+        if not each or any(p is None for p in each):
+            return None
+        common = object.__new__(cls)
+        common.ids = frozenset.intersection(*(p.ids for p in each))
+        common.loops_of = each[0].loops_of
+        common._key = (common.ids, each[0]._key[1])
+        return common
+
     def __hash__(self):
         return hash(self._key)
 

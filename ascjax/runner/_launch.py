@@ -39,7 +39,16 @@ from ..core import _dtypes as dtypes
 from ..core._chip import Chip, get_chip
 from ..core._numerics import compiled_on_its_own
 from ..core._options import Options
-from ..engine import ControlOptions, ControlResult, Costs, Record, default_costs, run_control, sync_latency
+from ..engine import (
+    ControlOptions,
+    ControlResult,
+    Costs,
+    PrivateLoops,
+    Record,
+    default_costs,
+    run_control,
+    sync_latency,
+)
 from ..engine import _dataplane as dataplane
 from ..engine._state import GM_PLAIN
 from ..front._program import NeedsData
@@ -521,11 +530,11 @@ def _control_passes(records: Record, control: ControlOptions, costs: Costs, chip
 
 
 def _launch_data(kernel, chip: Chip, options: Options, inputs: dict, outputs: tuple, params: dict, block_dim: int,
-                 orders, racy, index, no_faults: bool, codes, ran):  # fmt: skip
+                 orders, racy, index, no_faults: bool, codes, ran, private=None):  # fmt: skip
     """Every block's data plane in the order its control plane ran (``orders``, ``racy``: per block, None with
     ``poison_races`` off), folded into the merge; the launch's verdict from the blocks' ``codes`` and the merge.
     ``ran``: per block, the instances its control plane started (None: all, in every block). ``index`` finds an
-    issue's instance in both."""
+    issue's instance in both. ``private``: the loops private in every block (``PrivateLoops.common``)."""
     names = tuple(name for name, _ in outputs)
     initial = initial_gm({}, outputs)
 
@@ -535,7 +544,18 @@ def _launch_data(kernel, chip: Chip, options: Options, inputs: dict, outputs: tu
         held = None if ran is None else dataplane.Ran(index, ran=ran_b)
         block = {"block_idx": b, "block_num": block_dim}
         return None, execute_data(
-            kernel, chip, options, inputs, outputs, params, order, poison, block, no_faults=no_faults, ran=held
+            kernel,
+            chip,
+            options,
+            inputs,
+            outputs,
+            params,
+            order,
+            poison,
+            block,
+            no_faults=no_faults,
+            ran=held,
+            private=private,
         )
 
     blocks = jnp.arange(block_dim, dtype=jnp.int32)
@@ -579,6 +599,7 @@ def _launch_cached(kernel, chip: Chip, options: Options, control: ControlOptions
         all(run[4] for run in runs),
         codes,
         ran,
+        PrivateLoops.common([run[5] for run in runs]),
     )
     return LaunchResult(
         outputs=merged, records=records, controls=controls, merge=merge, verdict=verdict, block=block, costs=costs,
