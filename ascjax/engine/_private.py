@@ -25,14 +25,14 @@ GM_SPACE_PREFIX = "GM:"
 
 
 class PrivateLoops:
-    """The loops of a record whose iterations use the on-chip buffers privately (static and hashable), and where each
-    of the front end's issues finds its loops: by its tag (``Template.tags``)."""
+    """The loops of a record whose iterations use the on-chip buffers privately (``ids``; static and hashable), and
+    where each of the front end's issues finds its loops: by its tag (``loops_of``, from ``Template.tags``)."""
 
-    def __init__(self, record: Record, ids: frozenset):
-        t = record.template
+    def __init__(self, ids: frozenset, loops_of: dict):
         self.ids = ids
-        self.loops_of = {tag: t.loops[e] for e, tag in enumerate(t.tags) if tag is not None}
-        self._key = (ids, tuple(sorted(self.loops_of.items(), key=repr)))
+        self.loops_of = loops_of
+        self._key = (ids, tuple(sorted(loops_of.items(), key=repr)))
+        self._hash = hash(self._key)  # a compiled data plane's static argument: hashed at every call
 
     @classmethod
     def common(cls, each: list) -> PrivateLoops | None:
@@ -40,14 +40,10 @@ class PrivateLoops:
         data plane); None where one of them decided nothing."""
         if not each or any(p is None for p in each):
             return None
-        common = object.__new__(cls)
-        common.ids = frozenset.intersection(*(p.ids for p in each))
-        common.loops_of = each[0].loops_of
-        common._key = (common.ids, each[0]._key[1])
-        return common
+        return cls(frozenset.intersection(*(p.ids for p in each)), each[0].loops_of)
 
     def __hash__(self):
-        return hash(self._key)
+        return self._hash
 
     def __eq__(self, other):
         return isinstance(other, PrivateLoops) and self._key == other._key
@@ -75,7 +71,7 @@ def private_loops(record: Record) -> PrivateLoops | None:
     inst, atom, is_write = inst[keep], atom[keep], is_write[keep]
     n_loops = 1 + max((max(loops) for loops in t.loops if loops), default=-1)
     ids = frozenset(lid for lid in range(n_loops) if _private(t, lid, inst, atom, is_write, shared_inst))
-    return PrivateLoops(record, ids)
+    return PrivateLoops(ids, {tag: t.loops[e] for e, tag in enumerate(t.tags) if tag is not None})
 
 
 def _pairs(t, op: dict, write: bool, on_chip: np.ndarray):
