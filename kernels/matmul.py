@@ -80,9 +80,7 @@ def matmul_pingpong_kernel(k: aj.Program, M=256, K=256, N=256, TM=128, TK=128, T
         k.sync_notify("MTE1", "MTE2", s)
         k.sync_notify("M", "MTE1", s)
 
-    def output_tile(t):
-        mi, ni = t // n_tiles, t % n_tiles
-
+    def output_tile(mi, ni):
         def k_pair(j):
             for s in (0, 1):
                 kk = 2 * j + s
@@ -104,7 +102,7 @@ def matmul_pingpong_kernel(k: aj.Program, M=256, K=256, N=256, TM=128, TK=128, T
         k.range(k_steps // 2, k_pair)
         k.fixpipe("c", ac, dst_row=mi * TM, dst_col=ni * TN, unit_flag_mode=UnitFlagMode.ENABLE_UPDATE)
 
-    k.range((M // TM) * n_tiles, output_tile)
+    k.range(M // TM, lambda mi: k.range(n_tiles, lambda ni: output_tile(mi, ni)))
     for s in (0, 1):
         k.sync_wait("MTE1", "MTE2", s)
         k.sync_wait("M", "MTE1", s)

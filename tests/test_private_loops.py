@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from matmul import matmul_case, matmul_pingpong_kernel
 
 import ascjax as aj
 from ascjax.core import _numerics
@@ -228,3 +229,25 @@ def test_a_launch_s_blocks_run_their_private_loops_as_one_vmap_with_the_same_bit
     got = np.asarray(parallel.outputs["c"])
     np.testing.assert_array_equal(got, np.asarray(sequential.outputs["c"]))
     np.testing.assert_array_equal(got, np.asarray(_run("ok").outputs["c"]))
+
+
+@pytest.mark.parametrize("kernel", ["single", "pingpong"])
+def test_the_matmul_kernels_output_tiles_run_as_one_vmap_with_the_bits_of_one_by_one(kernel, splits):
+    case = (
+        matmul_case(256, 512, 384, kernel=matmul_pingpong_kernel)
+        if kernel == "pingpong"
+        else matmul_case(256, 512, 384)
+    )
+
+    def outputs(parallel):
+        result = aj.run(case.kernel, case.inputs, case.outputs, params=case.params,
+                        options=aj.Options(parallel_loops=parallel))  # fmt: skip
+        assert result.verdict == aj.Verdict.OK
+        return np.asarray(result.outputs["c"])
+
+    sequential = outputs(False)
+    assert not splits
+    parallel = outputs(True)
+    assert len(splits) >= 2  # the row loop and the column loop
+    np.testing.assert_array_equal(parallel, sequential)
+    np.testing.assert_allclose(parallel, case.reference(case.inputs)["c"], atol=case.atol)
