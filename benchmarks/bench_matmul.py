@@ -36,7 +36,7 @@ from ascjax.core import Format, layout
 from ascjax.engine import _dataplane as dataplane
 from ascjax.engine import private_loops, run_control
 from ascjax.front._tracing import output_spec, record_kernel
-from ascjax.runner._planes import execute_data
+from ascjax.runner._planes import execute_data, faults_free
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels"))
 from matmul import matmul_case  # noqa: E402
@@ -169,12 +169,14 @@ def ascjax_data_plane(case):
     inputs = {"a": jnp.asarray(case.inputs["a"]), "b": jnp.asarray(case.inputs["b"])}
     record = record_kernel(case.kernel, inputs, case.outputs, params=case.params)
     order, private = dataplane.schedule(record, run_control(record)), private_loops(record)
+    no_faults = faults_free(record)
     chip, spec = aj.get_chip("a2"), output_spec(case.outputs)
 
     @jax.jit
     def data(a, b):
         inputs = {"a": a, "b": b}
-        return execute_data(case.kernel, chip, aj.Options(), inputs, spec, case.params, order, private=private).gm["c"]
+        return execute_data(case.kernel, chip, aj.Options(), inputs, spec, case.params, order, no_faults=no_faults,
+                            private=private).gm["c"]  # fmt: skip
 
     return data
 
