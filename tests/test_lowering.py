@@ -119,3 +119,32 @@ def test_lowered_kernels_compute_the_bits_of_tile_by_tile_execution(name, splits
     for out, want in plain.items():
         np.testing.assert_array_equal(lowered[out], want, err_msg=f"{name}: output {out!r}")
         assert lowered[out].dtype == want.dtype
+
+
+def test_a_private_split_keeps_each_inner_loop_whole():
+    """With private state, the body splits at its top level: an inner loop's loop-invariant values (here the
+    zeros its first step starts from) stay inside it, where XLA folds them as constants. JAX's partial
+    evaluation would hoist them out as arrays the loop carries (the 1024^3 matmul: 15.0 -> 14.5 ms)."""
+
+    def step(state, i):
+        acc, gm = state  # acc: private (every iteration starts it over); gm: stored in order
+
+        def k_step(a, k):
+            return jnp.where(k == 0, jnp.zeros_like(a), a) + A[k] * B, None
+
+        acc = jax.lax.scan(k_step, acc, jnp.arange(N_STEPS))[0]
+        return acc, jax.lax.dynamic_update_slice(gm, jnp.dot(acc, B)[None], (i, 0, 0))
+
+    state = (jnp.zeros((32, 32)), jnp.zeros((N_STEPS, 32, 32)))
+    closed = jax.make_jaxpr(step)(state, jnp.int32(0))
+    known, unknown, out_unknowns, changed, carried = _lowering._split(closed, 2, N_STEPS, private=[True, False])
+    assert out_unknowns == [False, True] and carried == [False, True]
+    (inner,) = [e for e in known.jaxpr.eqns if e.primitive.name == "scan"]
+    computed = {v for e in known.jaxpr.eqns for v in e.outvars}
+    hoisted = [v for v in inner.invars[: inner.params["num_consts"]] if v in computed]
+    assert not hoisted, f"the inner loop's invariants {hoisted} were moved out of it"
+    assert [e.primitive.name for e in unknown.jaxpr.eqns] == ["dynamic_update_slice"]
+    want = _plain(step, state, N_STEPS)
+    got = jax.jit(lambda s: scan_lowered(step, s, N_STEPS, lower=False, private=lambda: [True, False]))(state)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
