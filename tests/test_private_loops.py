@@ -2,11 +2,15 @@
 (``Options.parallel_loops``): which loops are private, and the same bits as iteration by iteration.
 
 The kernel is a 2 x 2 grid of 128 x 128 output tiles (a loop over rows of a loop over columns, one K step each).
-Its variants are the good twin and the kernels a wrong analysis would compute wrongly: an A tile loaded once per
-row (the column loop reads what an earlier iteration loaded), L0C accumulating across tiles, every tile stored to
-one GM window (the last store wins), atomic adds to one window (their order rounds), and a deadlock after the
-first tile (GM keeps what the device wrote before it stopped), and an L0C tile computed by the first iteration
-alone and stored after the loop (the buffers after the loop are not the last iteration's).
+Its variants are the good twin and the kernels a wrong analysis would compute wrongly:
+
+- an A tile loaded once per row (the column loop reads what an earlier iteration loaded);
+- L0C accumulating across tiles;
+- every tile stored to one GM window (the last store wins);
+- atomic adds to one window (their order rounds);
+- a deadlock after the first tile (GM keeps what the device wrote before it stopped);
+- an L0C tile computed by the first iteration alone and stored after the loop (the buffers after the loop are
+  not the last iteration's).
 """
 
 import jax
@@ -88,9 +92,9 @@ def tiles_kernel(k: aj.Program, variant: str = "ok"):
     k.sync_wait("FIX", "M", 0)
 
 
-def _run(variant, parallel=True, inputs=INPUTS, **options):
+def _run(variant, parallel=True, inputs=INPUTS):
     return aj.run(tiles_kernel, inputs, OUTPUTS, params={"variant": variant},
-                  options=aj.Options(parallel_loops=parallel, **options))  # fmt: skip
+                  options=aj.Options(parallel_loops=parallel))  # fmt: skip
 
 
 def _reference(variant):
@@ -179,7 +183,8 @@ def test_a_product_whose_wide_form_would_change_its_bits_stays_batched(monkeypat
     a = jnp.asarray(RNG.uniform(-1, 1, (3, 16, 8)).astype(np.float32))
     b = jnp.asarray(RNG.uniform(-1, 1, (8, 16)).astype(np.float32))
     product = jax.vmap(lambda x: _numerics.same_bits_dot_general(x, b, _numerics.MATRIX_PRODUCT, jnp.float32))
-    np.testing.assert_array_equal(np.asarray(product(a)), np.stack([np.asarray(a[i] @ b) for i in range(3)]))
+    alone = [jnp.dot(a[i], b, precision="highest", preferred_element_type=jnp.float32) for i in range(3)]
+    np.testing.assert_array_equal(np.asarray(product(a)), np.stack([np.asarray(x) for x in alone]))
 
 
 @pytest.mark.parametrize("side", [0, 1])
