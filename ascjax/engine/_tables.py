@@ -322,13 +322,22 @@ def _accesses(t: Template, n: int, widths: tuple[int, int] | None = None) -> dic
 
 def _pairs(t: Template, acc: dict) -> np.ndarray:
     """[P, 2] (write access, other access): every pair of accesses on two queues, at least one a write, whose
-    footprints overlap. A write-write pair is listed once."""
-    w = np.flatnonzero(acc["write"])
-    lo, hi, queue = acc["lo"], acc["hi"], acc["queue"]
-    hit = (lo[w][:, None] < hi[None, :]) & (lo[None, :] < hi[w][:, None]) & (queue[w][:, None] != queue[None, :])
-    hit &= ~acc["write"][None, :] | (w[:, None] < np.arange(lo.size)[None, :])
-    a, b = np.nonzero(hit)
-    return np.stack([w[a], b], axis=1).astype(np.int32).reshape(-1, 2)
+    footprints overlap, in order of the write, then the other. A write-write pair is listed once. Footprints in
+    different spaces never overlap, so each space's accesses are compared among themselves."""
+    lo, hi, queue, write = acc["lo"], acc["hi"], acc["queue"], acc["write"]
+    space = t.atom_space[np.clip(lo, 0, max(t.n_atoms - 1, 0))] if t.n_atoms else np.zeros(lo.size, np.int64)
+    found = []
+    for s in np.unique(space):
+        idx = np.flatnonzero(space == s)
+        w = idx[write[idx]]
+        hit = (lo[w][:, None] < hi[idx][None, :]) & (lo[idx][None, :] < hi[w][:, None])
+        hit &= queue[w][:, None] != queue[idx][None, :]
+        hit &= ~write[idx][None, :] | (w[:, None] < idx[None, :])
+        a, b = np.nonzero(hit)
+        found.append(np.stack([w[a], idx[b]], axis=1))
+    pairs = np.concatenate(found) if found else np.zeros((0, 2), np.int64)
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    return pairs.astype(np.int32).reshape(-1, 2)
 
 
 def _uninit(t: Template, acc: dict):
