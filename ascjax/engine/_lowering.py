@@ -95,27 +95,31 @@ def _split(closed, n_leaves: int, n: int, private=None):
         return None
     carried = [ch and not (private and private[k]) for k, ch in enumerate(changed)]
     unknowns = carried + [False]  # the loop index is known
-    parts = None
-    if private is not None:
-        parts = _top_level(closed, unknowns)
-        if any(parts[2][k] for k in range(n_leaves) if changed[k] and not carried[k]):
-            parts = None  # a private leaf comes out of an equation that is carried too (a loop writing GM as well)
-    if parts is None and partial_eval_jaxpr_nounits is not None:
-        try:
-            parts = partial_eval_jaxpr_nounits(closed, unknowns, instantiate=False)
-        except Exception:  # noqa: BLE001 - a primitive partial evaluation cannot split: the plain scan is exact
-            return None
-    if parts is None:
+    # a private leaf must come out known: at the top level it may not (an inner loop that writes GM as well), and
+    # then JAX's partial evaluation, which splits that loop too, is tried
+    for split in ([_top_level] if private is not None else []) + [_partial_eval]:
+        parts = split(closed, unknowns)
+        if parts is not None and not any(parts[2][k] for k in range(n_leaves) if changed[k] and not carried[k]):
+            break
+    else:
         return None
     known, unknown, out_unknowns, res_avals = parts
-    if any(out_unknowns[k] for k in range(n_leaves) if changed[k] and not carried[k]):
-        return None  # a private leaf depends on carried state: its iterations are not apart after all
     if not _has_work(known.jaxpr):
         return None
     batched = [a for a, unk, ch in zip(closed.out_avals, out_unknowns, changed) if ch and not unk] + list(res_avals)
     if n * sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in batched) > MAX_BATCHED_BYTES:
         return None
     return known, unknown, out_unknowns, changed, carried
+
+
+def _partial_eval(closed, unknowns: list):
+    """``closed`` split by JAX's partial evaluation; None where it cannot split it (the plain scan is exact)."""
+    if partial_eval_jaxpr_nounits is None:
+        return None
+    try:
+        return partial_eval_jaxpr_nounits(closed, unknowns, instantiate=False)
+    except Exception:  # noqa: BLE001 - a primitive partial evaluation cannot split
+        return None
 
 
 def _top_level(closed, unknowns: list):

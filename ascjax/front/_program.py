@@ -190,8 +190,8 @@ class Program:
         self._loop_index: list = []  # the (traced) indices of the open loops
         self.poison = None  # the data plane's racy reads, from the control plane (``ascjax.engine._dataplane.Poison``)
         self.ran = None  # the issues the control plane's run started, where a deadlock left some undone (``Ran``)
-        # the data plane: the loops whose iterations use the on-chip buffers privately (``engine.PrivateLoops``),
-        # and the tags of the issues each open loop's body traced so far
+        # the data plane: the loops whose iterations use the on-chip buffers privately (``engine.PrivateLoops``; None
+        # with ``Options.parallel_loops`` off), and the tags of the issues each open loop's body traced so far
         self.private_loops = None
         self._body_tags: list[list] = []
         # every issue's tag: (section, region, place in that region), the same in every trace of the kernel: a
@@ -592,8 +592,7 @@ class Program:
         """For the data plane's loop about to be traced: a function of its body's issue tags and its depth giving
         per state leaf whether the loop's iterations use it privately (its on-chip buffers, where the record's
         ``private_loops`` says so; None: no leaf), or None where the loop is computed in order anyway."""
-        if (self.private_loops is None or not self.state.options.parallel_loops or self.gate is not None
-                or self._in_section or self.emit is not None):  # fmt: skip
+        if self.private_loops is None or self.gate is not None or self._in_section or self.emit is not None:
             return None
         buffers = [_is_buffer(path) for path, _ in jax.tree_util.tree_flatten_with_path(self.state)[0]]
 

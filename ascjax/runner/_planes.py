@@ -94,9 +94,10 @@ def execute_data(
     program.poison = poison
     program.ran = ran
     program.emit = emit
+    if not (options.parallel_loops and private is not None and private.ids):
+        private = None  # no loop to run as a vmap
     program.private_loops = private
-    parallel = options.parallel_loops and private is not None and bool(private.ids)
-    token = NO_FAULTS.set(no_faults and (options.lower_loops or parallel))
+    token = NO_FAULTS.set(no_faults and (options.lower_loops or private is not None))
     try:
         state = trace_kernel(kernel, program, params).state
     finally:
