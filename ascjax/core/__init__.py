@@ -48,6 +48,7 @@ from ._kinds import SyncMode as SyncMode
 from ._memory import Allocator as Allocator
 from ._memory import Tile as Tile
 from ._numerics import EXACT_COMPILE as EXACT_COMPILE
+from ._numerics import INTEGER_COMPILE as INTEGER_COMPILE
 from ._numerics import QUICK_COMPILE as QUICK_COMPILE
 from ._numerics import exact_jit as exact_jit
 from ._numerics import fold_sum as fold_sum

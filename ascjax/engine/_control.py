@@ -19,7 +19,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Int
 
-from ..core import QUICK_COMPILE, RAW, HostFirst, KeptPrograms, array_module, host_call, jaxpr_call, jit_outside
+from ..core import (
+    INTEGER_COMPILE,
+    QUICK_COMPILE,
+    RAW,
+    HostFirst,
+    KeptPrograms,
+    array_module,
+    host_call,
+    jaxpr_call,
+    jit_outside,
+)
 from . import _checks
 from ._log import KIND, ranked
 from ._machine import Col, Machine, execute, init_machine, plan
@@ -98,22 +108,24 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions, saniti
 
 #: A control-plane program outside other transformations mostly runs once per compile (a size class's: in
 #: milliseconds, for a few small records; a record past the classes: its own program, its result cached), so it is
-#: compiled for a quick first run (``core.QUICK_COMPILE``). LLVM without optimisation compiles the seed K-loop's size
-#: class in two thirds of the time (3.2 -> 2.1 s) and flash attention's own program (bf16, seq 256, 506 instances) in
-#: 3.0-3.9 s instead of 5.0-5.6 s, and runs them 2-5x slower (2 -> 4 ms; 27 -> 105 ms). The control plane computes
-#: integers only, so its results do not depend on how it is optimised. Under a ``vmap`` alone it is still a program of
-#: its own, compiled so; inside a bigger program (a jitted sweep, a traced launch) it is optimised with it, and the
-#: blocks of a launch, many records of one template, run an optimised program (``quick=False``).
-#: What a size class's program costs to trace, lower and compile so (2.5-3.5 s on a 2-core x86 VM), and what the host
+#: compiled for a quick first run (``core.QUICK_COMPILE``: XLA:CPU's element-wise emitters, LLVM without optimisation).
+#: Compiled so, the seed K-loop's size class takes 1.6 s to trace, lower and compile (2.5 s with the fusion emitters,
+#: 3.2 s with LLVM's optimisation too), and the two-section ping-pong's own program of 2,062 instances compiles in
+#: 1.0 s instead of 2.1 s and runs in 0.22 s instead of 0.28 s (optimised: 1.7 s and 0.05 s; 2.8 s with the fusion
+#: emitters). The control plane computes integers
+#: only, so its results do not depend on how it is compiled. Under a ``vmap`` alone it is still a program of its own,
+#: compiled so; inside a bigger program (a jitted sweep, a traced launch) it is optimised with it, and the blocks of a
+#: launch, many records of one template, run an optimised program (``quick=False``, ``core.INTEGER_COMPILE``).
+#: What a size class's program costs to trace, lower and compile so (1.6 s on a 2-core x86 VM), and what the host
 #: takes per instance of a record to evaluate the control plane specialised to it (its own buckets and only the sync
-#: hardware it uses: two events of a few hundred NumPy operations, about 8 ms; the seed K-loop of 13 instances 0.17 s,
-#: a double-buffered matmul of 117 instances 1.0 s). A process evaluates a record on the host until its size class's
-#: host runs have cost as much as that compile (``core.HostFirst``), so a command-line run or a first kernel waits
-#: for no compile, and a process that runs many records compiles the class's program once.
-CONTROL_COMPILE_S = 3.0
+#: hardware it uses: two events of a few hundred NumPy operations, 2-8 ms; the seed K-loop's 120 instances 0.24 s,
+#: the ping-pong's 142 and flash attention's 484 (four KV tiles) 0.9 s and 2.8 s). A process evaluates a record on the
+#: host until its size class's host runs have cost as much as that compile (``core.HostFirst``), so a command-line
+#: run or a first kernel waits for no compile, and a process that runs many records compiles the class's program once.
+CONTROL_COMPILE_S = 1.6
 HOST_S_PER_INSTANCE = 0.008
 _run_jit = jit_outside(_run, QUICK_COMPILE)
-_run_optimised = eqx.filter_jit(_run)
+_run_optimised = jit_outside(_run, INTEGER_COMPILE)
 #: One quick program per size class, as a record's own, held outside JAX's caches (``core.KeptPrograms``): a process
 #: that drops them to bound its memory does not trace, lower and load a size class's program again.
 _run_kept = KeptPrograms(_run, QUICK_COMPILE)
