@@ -1,14 +1,15 @@
-"""Sweep throughput: 1,024 phase scenarios of the K-loop kernel as one vmap against a Python loop.
+"""Sweep throughput: 1,024 distinct scenarios of the K-loop kernel as one vmap against a Python loop.
 
 python benchmarks/bench_sweep.py [--scenarios 1024] [--json]
 
-The kernel is seed 000's K-split matmul (``kernels/phases.py``: 64 x 64 x 512 f16, 8 K steps,
-AccPhase on the first, middle and last ``matmul`` and STPhase on the ``store``, all traced),
-with all checks and the timing model on. The scenarios cycle through the 81 phase
-combinations. ``ascjax.sweep`` runs them as one jitted ``vmap`` and builds its table; the
-Python loop calls the jitted single-scenario run once per scenario and reads what a table row
-holds (verdict, offending op, cycles), as a user without ``vmap`` would. Both are timed after
-their compilation, with all checks on and with the race checks off.
+The kernel is seed 000's K-split matmul (``kernels/phases.py``: 64 x 64 f16 tiles, AccPhase on
+the first, middle and last ``matmul`` and STPhase on the ``store``), here over up to 16 K steps
+(K = 1,024), with all checks and the timing model on. Each scenario is distinct: one of the 81
+phase combinations times a trip count of 1 to 16 K steps, all traced (1,024 of the 1,296, spread
+evenly). ``ascjax.sweep`` runs them as one jitted ``vmap`` and builds its table; the Python loop
+calls the jitted single-scenario run once per scenario and reads what a table row holds
+(verdict, offending op, cycles), as a user without ``vmap`` would. Both are timed after their
+compilation, with all checks on and with the race checks off.
 """
 
 import itertools
@@ -27,13 +28,33 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "kernels
 import phases  # noqa: E402
 
 PHASES = (0, int(aj.AccPhase.Partial), int(aj.AccPhase.Final))
-KEYS = ("first", "middle", "last", "store")
+MAX_STEPS = 16
+KEYS = ("first", "middle", "last", "store", "steps")
 
 
 def phase_grid(n: int) -> dict:
-    combos = np.array(list(itertools.product(PHASES, repeat=4)), np.int32)
-    grid = np.resize(combos, (n, 4))
+    """``n`` distinct scenarios: phase combinations (first, middle, last, store) times trip counts."""
+    combos = list(itertools.product(range(1, MAX_STEPS + 1), *[PHASES] * 4))
+    if n > len(combos):
+        raise ValueError(f"at most {len(combos)} distinct scenarios, got {n}")
+    picked = [combos[i] for i in np.arange(n) * len(combos) // n]  # spread over every trip count
+    grid = np.array([(*phase, steps) for steps, *phase in picked], np.int32)
     return {key: grid[:, i] for i, key in enumerate(KEYS)}
+
+
+def kloop_case() -> aj.Case:
+    """Seed 000's K loop with ``MAX_STEPS`` tiles of K in A and B."""
+    rng = np.random.default_rng(11)
+    k_total = MAX_STEPS * phases.TILE_K
+    return aj.Case(
+        kernel=phases.kloop_kernel,
+        inputs={
+            "a": rng.uniform(-1, 1, (phases.M, k_total)).astype(np.float16),
+            "b": rng.uniform(-1, 1, (k_total, phases.N)).astype(np.float16),
+        },
+        outputs={"out": ((phases.M, phases.N), "float32")},
+        params={"max_steps": MAX_STEPS},
+    )
 
 
 def _compare(case, grid, n, options, repeats):
@@ -50,8 +71,8 @@ def _compare(case, grid, n, options, repeats):
     inputs = {name: jnp.asarray(x) for name, x in case.inputs.items()}
 
     @jax.jit
-    def one(first, middle, last, store):
-        p = {"first": first, "middle": middle, "last": last, "store": store}
+    def one(first, middle, last, store, steps):
+        p = {"first": first, "middle": middle, "last": last, "store": store, "steps": steps, "max_steps": MAX_STEPS}
         r = aj.run(case.kernel, inputs, case.outputs, params=p, options=options)
         return r.verdict, r.control.findings[0, 1], jnp.max(r.control.end)  # what a table row holds
 
@@ -69,7 +90,7 @@ def _compare(case, grid, n, options, repeats):
 
 def measure(scenarios=1024, repeats=3) -> dict:
     n = scenarios
-    case = phases.kloop_recipe()
+    case = kloop_case()
     grid = phase_grid(n)
     timings, claims, counts = {}, [], {}
     for label, options in (("checks + timing", aj.Options()), ("timing only", aj.Options(sanitize=False))):
@@ -79,7 +100,7 @@ def measure(scenarios=1024, repeats=3) -> dict:
         timings[f"Python loop, {label}"] = {"compile_and_first_s": loop_first, "run_s": loop_s}
         claims.append(claim(f"sweep ({label}): Python loop / vmap sweep", loop_s / sweep_s, 50, ">="))
     return {
-        "benchmark": f"sweep of {n} phase scenarios, K-loop 64x64x512 f16",
+        "benchmark": f"sweep of {n} distinct scenarios (phases x trip count), K-loop 64x64 f16 tiles, up to {MAX_STEPS} K steps",
         "verdicts": counts,
         "timings": timings,
         "claims": claims,

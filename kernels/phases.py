@@ -17,8 +17,15 @@ NONE = 0
 
 
 def kloop_kernel(
-    k: aj.Program, first=AccPhase.Partial, middle=AccPhase.Partial, last=AccPhase.Final, store=STPhase.Final
+    k: aj.Program,
+    first=AccPhase.Partial,
+    middle=AccPhase.Partial,
+    last=AccPhase.Final,
+    store=STPhase.Final,
+    steps=STEPS,
+    max_steps: int = STEPS,
 ):
+    """``steps`` K steps (traced allowed, at most the static ``max_steps``; A and B hold ``max_steps`` tiles of K)."""
     a_l1 = k.alloc("L1", (M, TILE_K), "float16", name="a_l1")
     b_l1 = k.alloc("L1", (TILE_K, N), "float16", name="b_l1")
     al = k.alloc("L0A", (M, TILE_K), "float16", name="al")
@@ -43,19 +50,19 @@ def kloop_kernel(
         k.cond(
             i == 0,
             lambda: k.matmul(ac, al, br, phase=first),  # first block
-            lambda: k.matmul_acc(ac, ac, al, br, phase=_pick(i, middle, last)),  # middle / last blocks
+            lambda: k.matmul_acc(ac, ac, al, br, phase=_pick(i, steps, middle, last)),  # middle / last blocks
         )
         k.sync_notify("M", "MTE1", 0)
 
-    k.range(STEPS, step)
+    k.range(max_steps, step, count=steps)
     k.sync_wait("MTE1", "MTE2", 0)
     k.sync_wait("M", "MTE1", 0)
     k.store("out", ac, [0, 0], phase=store)
 
 
-def _pick(i, middle, last):
+def _pick(i, steps, middle, last):
     """The middle blocks' phase, or the last block's."""
-    return jnp.where(i < STEPS - 1, middle, last)
+    return jnp.where(i < steps - 1, middle, last)
 
 
 def _inputs():

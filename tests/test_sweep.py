@@ -7,8 +7,10 @@ import subprocess
 import sys
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
+import phases
 import pytest
 import zero_trip as zt
 from conftest import KERNELS, ROOT
@@ -136,6 +138,44 @@ def _counted(k, trips=2, phase=aj.AccPhase.Final):
         k.sync_wait("MTE1", "MTE2", 0)
 
     k.range(4, step, count=trips)
+
+
+def _primitives(jaxpr, counts=None) -> dict:
+    """How many equations of each primitive ``jaxpr`` holds, its sub-jaxprs' included."""
+    counts = {} if counts is None else counts
+    for eqn in jaxpr.eqns:
+        counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else [param]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    _primitives(inner, counts)
+    return counts
+
+
+def test_a_static_count_of_every_iteration_is_the_plain_loop():
+    """``count=n`` runs every iteration: no per-iteration test in the data plane, the record of no count."""
+    x = zt.inputs()["x"]
+    outputs = {"out": (x.shape, "float32")}
+
+    def run(n):
+        return aj.run(zt.zero_trip_kernel, {"x": x}, outputs, params={"n": n, "variant": "fixed"})
+
+    counted, plain = (_primitives(jax.make_jaxpr(lambda n=n: run(n).outputs)().jaxpr) for n in (zt.N_MAX, None))
+    assert counted == plain
+    a, b = run(zt.N_MAX), run(None)
+    assert all(np.array_equal(a.record.operands[n], b.record.operands[n]) for n in b.record.operands)
+    np.testing.assert_array_equal(a.outputs["out"], b.outputs["out"])
+
+
+def test_seed_kloop_trip_counts_sweep_with_its_phases():
+    """Seed 000's K loop, recipe phases: the last block's Final sets the flag the store waits for, so one K step
+    (Partial only) hangs, and so does a count past the 8 tiles (its last iteration is a middle one)."""
+    case = phases.kloop_recipe()
+    table = aj.sweep(case, {"steps": np.array([0, 1, 2, 8, 9], np.int32)}, progress=False)
+    assert [r["verdict"] for r in table.rows] == ["deadlock", "deadlock", "ok", "ok", "deadlock"]
+    whole = aj.run(case.kernel, case.inputs, case.outputs, params=case.params)
+    assert table.rows[2]["cycles"] < table.rows[3]["cycles"] == int(jnp.max(whole.control.end))
 
 
 def test_trip_counts_past_the_maximum_are_findings_phases_print_by_name_and_cycles_are_integers(tmp_path):

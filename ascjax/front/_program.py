@@ -506,6 +506,8 @@ class Program:
         value = None if count is None else static_int(count)
         if value is not None and not 0 <= value <= n:
             raise ValueError(f"rule 'trip count': count = {value} is outside [0, {n}], the loop's static maximum")
+        if value == n:  # every iteration: the loop as if no count were given
+            count = None
         region = self._in_section and self._depth == 0 and self._tag_key is not None
         if region:
             self._next_region()
