@@ -29,7 +29,7 @@ from ascjax.engine import (
     verdict,
 )
 from ascjax.engine._log import ENTRY, KIND, OTHER
-from ascjax.engine._tables import static
+from ascjax.engine._tables import NARROW_SPAN, static
 
 TILE_BYTES = 128 * 128 * 4  # one 128x128 float32 L0C tile
 TILE_BLOCKS = TILE_BYTES // UNIT_FLAG_BLOCK_BYTES
@@ -342,6 +342,45 @@ def test_a_read_of_bytes_nothing_wrote_is_uninitialised_and_the_written_part_is_
     s = run_control(b.build())
     (row,) = rows_of(s, Finding.UNINITIALIZED)
     assert row[ENTRY] == 1
+
+
+ROW_BYTES, ROWS = 64, 8  # a UB tile written and read row by row, so that it is cut into eight atoms
+
+
+@pytest.mark.parametrize("missing", [None, 5])
+def test_a_wide_read_of_rows_written_one_by_one_finds_the_row_nothing_wrote(missing):
+    """Eight narrow row writes, then one read of all eight atoms: the check looks at every atom of the wide read."""
+    b = RecordBuilder()
+    ub = b.space("UB0", 4096)
+    with b.on(AIV0):
+        for r in range(ROWS):
+            if r != missing:
+                b.instruction("vdup", "V", writes=[(ub, (r * ROW_BYTES, (r + 1) * ROW_BYTES))])
+        b.instruction("vadd", "V", reads=[(ub, (0, ROWS * ROW_BYTES))])
+    record = b.build()
+    st = static(record.template, ControlOptions(), False)
+    assert st.uninit_span >= ROWS > NARROW_SPAN  # the read is a wide one
+    found = rows_of(run_control(record), Finding.UNINITIALIZED)
+    if missing is None:
+        assert found.size == 0
+    else:
+        (row,) = found
+        assert tuple(record.template.atom_bytes[row[4]]) == (missing * ROW_BYTES, (missing + 1) * ROW_BYTES)
+
+
+@pytest.mark.parametrize("rows_written", [ROWS, ROWS - 1])
+def test_a_wide_write_lands_on_every_row_the_narrow_reads_then_read(rows_written):
+    """One write of several atoms, then each row read on its own: only a row past the write is uninitialised."""
+    b = RecordBuilder()
+    ub = b.space("UB0", 4096)
+    with b.on(AIV0):
+        b.instruction("vdup", "V", writes=[(ub, (0, rows_written * ROW_BYTES))])
+        for r in range(ROWS):
+            b.instruction("vadd", "V", reads=[(ub, (r * ROW_BYTES, (r + 1) * ROW_BYTES))])
+    record = b.build()
+    assert static(record.template, ControlOptions(), False).uninit_write_span >= ROWS - 1 > NARROW_SPAN
+    found = rows_of(run_control(record), Finding.UNINITIALIZED)
+    assert [int(row[ENTRY]) for row in found] == ([] if rows_written == ROWS else [1 + ROWS - 1])
 
 
 def test_a_double_set_flag_is_reported_and_so_is_the_leftover_bit():

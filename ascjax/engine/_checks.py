@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 from ..core import N_CORES, RAW, SMALL_TILE, WAR, WAW, Finding
 from ._machine import END, START, Event, Machine, Plan, heads, ids_ok
-from ._tables import Static
+from ._tables import NARROW_SPAN, Static
 
 BIG = jnp.iinfo(jnp.int32).max
 #: a BOUNDS row's detail ``b``: 0 / 1 a read / write operand's slot choice, ``FAULT_DETAIL + i`` a traced operand
@@ -194,25 +194,36 @@ def first_landed(st: Static, acc: Accesses, log: Log):
     no input (the only atoms ``uninitialised`` and ``races`` ask about)."""
     atoms = st.n_atoms
     w = log.index(st.uninit_writes)
-    idx = acc.lo[w][:, None] + jnp.arange(st.uninit_write_span)
-    on = acc.live[w][:, None] & (idx < acc.hi[w][:, None])
-    return (
-        jnp.full((atoms,), BIG, jnp.int32)
-        .at[jnp.where(on, idx, atoms)]
-        .min(jnp.broadcast_to(acc.step[w][:, None], idx.shape), mode="drop")
-    )
+    idx, on, step = [], [], []
+    for part, span in _span_parts(w, st.uninit_narrow_write_rows, st.uninit_write_span):
+        x = acc.lo[part][:, None] + jnp.arange(span)
+        idx.append(x.reshape(-1))
+        on.append((acc.live[part][:, None] & (x < acc.hi[part][:, None])).reshape(-1))
+        step.append(jnp.broadcast_to(acc.step[part][:, None], x.shape).reshape(-1))
+    idx, on, step = (jnp.concatenate(x) for x in (idx, on, step))
+    return jnp.full((atoms,), BIG, jnp.int32).at[jnp.where(on, idx, atoms)].min(step, mode="drop")
 
 
 def uninitialised(st: Static, acc: Accesses, log: Log, landed) -> dict:
     """Reads of bytes of no input that no write landed on before the read started (b: the read slot)."""
     atoms = st.n_atoms
     r = log.index(st.uninit_reads)
-    idx = acc.lo[r][:, None] + jnp.arange(st.uninit_span)
-    safe = jnp.clip(idx, 0, atoms - 1)
-    on = acc.live[r][:, None] & (idx < acc.hi[r][:, None])
-    bad = on & ~st.atom_init[safe] & (landed[safe] > acc.step[r][:, None])
-    first = jnp.take_along_axis(idx, jnp.argmax(bad, axis=1)[:, None], axis=1)[:, 0]
-    return rows(jnp.any(bad, axis=1), Finding.UNINITIALIZED, st.acc_inst[r], -1, first, st.acc_slot[r], acc.step[r])
+    any_bad, first = [], []
+    for part, span in _span_parts(r, st.uninit_narrow_rows, st.uninit_span):
+        idx = acc.lo[part][:, None] + jnp.arange(span)
+        safe = jnp.clip(idx, 0, atoms - 1)
+        on = acc.live[part][:, None] & (idx < acc.hi[part][:, None])
+        bad = on & ~st.atom_init[safe] & (landed[safe] > acc.step[part][:, None])
+        any_bad.append(jnp.any(bad, axis=1))
+        first.append(jnp.take_along_axis(idx, jnp.argmax(bad, axis=1)[:, None], axis=1)[:, 0])
+    bad, first = jnp.concatenate(any_bad), jnp.concatenate(first)
+    return rows(bad, Finding.UNINITIALIZED, st.acc_inst[r], -1, first, st.acc_slot[r], acc.step[r])
+
+
+def _span_parts(listed, narrow_rows: int, wide_span: int) -> list:
+    """A listed access column as its narrow rows (``NARROW_SPAN`` atoms each) and its wide ones (``wide_span``)."""
+    parts = [(listed[:narrow_rows], NARROW_SPAN), (listed[narrow_rows:], wide_span)]
+    return [(part, span) for part, span in parts if part.shape[0]]
 
 
 def bounds(st: Static, acc: Accesses, log: Log) -> dict:

@@ -563,8 +563,8 @@ class Template:
     channels: np.ndarray  # [N, 2] cross-core channel indices (-1: none)
     read_valid: np.ndarray  # [N, Rr] bool: the instance has a read in that slot
     write_valid: np.ndarray  # [N, Rw] bool
-    read_span: tuple[int, ...]  # per read slot, the most atoms any candidate range covers
-    write_span: tuple[int, ...]
+    read_span: np.ndarray  # [N, Rr] the most atoms any candidate range of the slot covers (a window: its units)
+    write_span: np.ndarray  # [N, Rw]
     read_foot: np.ndarray  # [N, Rr, 2] atoms any candidate of the slot may cover: [first, end) (0, 0: none)
     write_foot: np.ndarray  # [N, Rw, 2]
     read_traced: np.ndarray  # [N, Rr] bool: the slot's choice is traced (checked when it runs)
@@ -843,13 +843,14 @@ def _build(b: RecordBuilder) -> Record:
 def _access_slots(layout: _Layout, first, prefix: str, write: bool):
     """The reads (or the writes) of every instance as slots: ``{prefix}_lo`` / ``_hi`` [N, R], the atom run
     of each access; ``_ok``: its choice was in range; ``_on``: it happens. Also the [N, R] slot-in-use mask
-    and, per slot, the most atoms a candidate covers (the control plane looks at that many), and per
-    instance and slot the atoms all candidates together may cover (its footprint)."""
+    and, per instance and slot, the most atoms a candidate covers (the control plane looks at that many) and the
+    atoms all candidates together may cover (its footprint)."""
     n = layout.index.shape[0]
     of = [[a for a in e.accesses if a.write == write] for e in layout.entries]
     width = max(max((len(x) for x in of), default=0), 1)
-    los, his, oks, ons, spans = [], [], [], [], []
+    los, his, oks, ons = [], [], [], []
     foot = np.zeros((len(layout.entries), width, 2), np.int32)
+    span = np.ones((len(layout.entries), width), np.int32)
     traced = np.zeros((len(layout.entries), width), bool)
     for j in range(width):
         at = [x[j] if j < len(x) else None for x in of]
@@ -870,20 +871,17 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
         his.append(hi)
         oks.append(ok | ~has)
         ons.append(layout.gather([a.when if a else True for a in at], bool))
-        spans.append(
-            max([hi - lo for t, w in zip(tables, windowed) if not w for lo, hi in t]
-                + [a.window[1] for a, w in zip(at, windowed) if w], default=1)
-        )  # fmt: skip
         for e, t in enumerate(tables):
             if t:
                 foot[e, j] = (min(lo for lo, _ in t), max(hi for _, hi in t))
                 traced[e, j] = at[e].traced
+                span[e, j] = max(at[e].window[1] if windowed[e] else max(hi - lo for lo, hi in t), 1)
     valid = np.asarray([[j < len(x) for j in range(width)] for x in of], bool).reshape(-1, width)[layout.entry]
     stack = lambda xs: array_module(*xs).stack(xs, 1).reshape(n, width)
     names = ("lo", "hi", "ok", "on")
     operands = {f"{prefix}_{name}": stack(col) for name, col in zip(names, (los, his, oks, ons))}
     return (
-        operands, valid.reshape(n, width), tuple(spans), foot[layout.entry].reshape(n, width, 2),
+        operands, valid.reshape(n, width), span[layout.entry].reshape(n, width), foot[layout.entry].reshape(n, width, 2),
         traced[layout.entry].reshape(n, width),
     )  # fmt: skip
 

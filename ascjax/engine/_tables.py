@@ -28,6 +28,10 @@ COUNTER_DEPTH = 15
 NEVER = np.int32(2**30)  # a time no event reaches
 #: Smallest bucket of each padded size: small records (the tests', a first kernel) share one compiled program.
 INSTANCE_FLOOR = 64
+#: The most atoms a narrow access covers: the uninitialised-read check looks at that many for each of the many
+#: narrow ones (a tile, a unit-flag block) and at the widest one's span only for the few wide ones (a store of a
+#: GM output cut at every row): a K loop's 192 narrow writes and one wide one are 1,024 atom updates, not 16,384.
+NARROW_SPAN = 4
 PAIR_FLOOR = 64
 LIST_FLOOR = 8
 READ_SLOT_FLOOR, WRITE_SLOT_FLOOR = 4, 2
@@ -75,8 +79,10 @@ class Static(eqx.Module):
     race_inst: Int[Array, " Nr"]  # instances that appear in a pair
     pair_reporter: Int[Array, "P 2"]  # index into race_inst of the write's and the other's instance
     # which accesses the other checks look at
-    uninit_reads: Int[Array, " Mu"]  # reads whose footprint holds bytes of no input
-    uninit_writes: Int[Array, " Mw"]  # writes that may land on such bytes
+    # reads whose footprint holds bytes of no input, and the writes that may land on such bytes: each list the
+    # narrow accesses (at most ``NARROW_SPAN`` atoms) first, ``uninit_narrow_rows`` rows, then the wide ones
+    uninit_reads: Int[Array, " Mu"]
+    uninit_writes: Int[Array, " Mw"]
     bound_accs: Int[Array, " Mb"]  # accesses with a traced slot choice
     id_inst: Int[Array, " Mi"]  # sync instructions with a traced event id
     fault_inst: Int[Array, " Mf"]  # instances a traced operand may fault, one row per (instance, kind)
@@ -94,7 +100,9 @@ class Static(eqx.Module):
     n_flag_ids: int = eqx.field(static=True)
     n_cross_ids: int = eqx.field(static=True)
     depth: int = eqx.field(static=True)  # ring depth
-    uninit_span: int = eqx.field(static=True)  # the most atoms one listed read covers
+    uninit_narrow_rows: int = eqx.field(static=True)  # rows of narrow reads in ``uninit_reads``
+    uninit_narrow_write_rows: int = eqx.field(static=True)
+    uninit_span: int = eqx.field(static=True)  # the most atoms one wide listed read covers
     uninit_write_span: int = eqx.field(static=True)
     n_read_slots: int = eqx.field(static=True)
     n_write_slots: int = eqx.field(static=True)
@@ -148,16 +156,18 @@ def static(t: Template, options: ControlOptions, shared: bool = True) -> Static:
 _SMALL = {
     "instances": 128, "queues": 16, "queue_length": 64, "channels": 4, "uf_atoms": 8, "fences": 16,
     "counters": 2, "atoms": 1024, "accesses": 256, "pairs": 512, "race_rows": 128, "sync_rows": 64,
-    "id_rows": 16, "uninit_rows": 128, "uninit_write_rows": 128, "bound_rows": 32, "fault_rows": 16,
-    "seg_major_rows": 32, "seg_major_depth": 64, "seg_minor_rows": 32, "seg_minor_depth": 64,
-    "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 64, "read_slots": 16, "write_slots": 8,
+    "id_rows": 16, "uninit_rows": 128, "uninit_write_rows": 128, "uninit_wide_rows": 32, "uninit_wide_write_rows": 32,
+    "bound_rows": 32, "fault_rows": 16, "seg_major_rows": 32, "seg_major_depth": 64, "seg_minor_rows": 32,
+    "seg_minor_depth": 64, "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 64, "read_slots": 16,
+    "write_slots": 8,
 }  # fmt: skip
 _MEDIUM = {
     "instances": 512, "queues": 16, "queue_length": 256, "channels": 4, "uf_atoms": 16, "fences": 64,
     "counters": 4, "atoms": 4096, "accesses": 1024, "pairs": 4096, "race_rows": 512, "sync_rows": 256,
-    "id_rows": 64, "uninit_rows": 512, "uninit_write_rows": 512, "bound_rows": 128, "fault_rows": 64,
-    "seg_major_rows": 64, "seg_major_depth": 256, "seg_minor_rows": 64, "seg_minor_depth": 256,
-    "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 128, "read_slots": 32, "write_slots": 16,
+    "id_rows": 64, "uninit_rows": 512, "uninit_write_rows": 512, "uninit_wide_rows": 128, "uninit_wide_write_rows": 128,
+    "bound_rows": 128, "fault_rows": 64, "seg_major_rows": 64, "seg_major_depth": 256, "seg_minor_rows": 64,
+    "seg_minor_depth": 256, "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 128, "read_slots": 32,
+    "write_slots": 16,
 }  # fmt: skip
 SIZE_CLASSES = (
     _SMALL,
@@ -220,6 +230,8 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
     race_inst, reporter = np.unique(acc["inst"][pairs].reshape(-1), return_inverse=True)
     reporter = reporter.reshape(-1, 2)
     uninit_reads, uninit_writes = _uninit(t, acc)
+    narrow_reads, wide_reads = _by_span(uninit_reads, acc["span"])
+    narrow_writes, wide_writes = _by_span(uninit_writes, acc["span"])
     bound_accs, id_inst = np.flatnonzero(acc["traced"]), np.flatnonzero(t.id_traced)
     fault_at = np.nonzero(t.faults)  # (instance, kind index), instances in order
     fault_inst = fault_at[0].astype(np.int32)
@@ -227,7 +239,8 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
     sync_rows = _sync_rows(t, options)
     rows = {
         "race_rows": size("race_rows", len(race_inst), 16), "sync_rows": size("sync_rows", len(sync_rows[0]), LIST_FLOOR),
-        "id_rows": size("id_rows", len(id_inst), LIST_FLOOR), "uninit_rows": size("uninit_rows", len(uninit_reads), LIST_FLOOR),
+        "id_rows": size("id_rows", len(id_inst), LIST_FLOOR), "uninit_rows": size("uninit_rows", len(narrow_reads), LIST_FLOOR),
+        "uninit_wide_rows": size("uninit_wide_rows", len(wide_reads), LIST_FLOOR),
         "bound_rows": size("bound_rows", len(bound_accs), LIST_FLOOR), "fault_rows": size("fault_rows", len(fault_inst), LIST_FLOOR),
     }  # fmt: skip
     listed = lambda x, width: _pad(x, width, 0)
@@ -237,15 +250,26 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
         "small_tile": (m_list, Finding.RACE, length),
         "sync_events": (sync_rows[0], sync_rows[1], rows["sync_rows"]),
         "event_ids": (id_inst, Finding.SYNC_ERROR, rows["id_rows"]),
-        "uninitialised": (acc["inst"][uninit_reads], Finding.UNINITIALIZED, rows["uninit_rows"]),
+        "uninitialised": (
+            np.concatenate(
+                [
+                    _pad(acc["inst"][x], rows[r], -1)
+                    for x, r in ((narrow_reads, "uninit_rows"), (wide_reads, "uninit_wide_rows"))
+                ]
+            ),
+            Finding.UNINITIALIZED,
+            rows["uninit_rows"] + rows["uninit_wide_rows"],
+        ),
         "bounds": (acc["inst"][bound_accs], Finding.BOUNDS, rows["bound_rows"]),
         "faults": (fault_inst, fault_kind, rows["fault_rows"]),
     }
     seg_major, seg_minor = _segments(t, [groups[g] for g in ROW_GROUPS], size)
-    spans = {False: t.read_span, True: t.write_span}
-    span = lambda name, idx: size(name, max((spans[bool(acc["write"][i])][acc["slot"][i]] for i in idx), default=1), 1)
+    span = lambda name, idx: size(name, int(acc["span"][idx].max(initial=1)), 1)
     m = size("accesses", acc["inst"].size + 1, LIST_FLOOR)  # at least one padding access, never live
-    n_uninit_writes = size("uninit_write_rows", len(uninit_writes), LIST_FLOOR)
+    write_rows = (
+        size("uninit_write_rows", len(narrow_writes), LIST_FLOOR),
+        size("uninit_wide_write_rows", len(wide_writes), LIST_FLOOR),
+    )
     return Static(
         entry=_pad(t.entry, n, 0), core=_pad(t.core, n, 0), queue=_pad(t.queue, n, 0), pidx=_pad(t.pidx, n, NEVER),
         sync=_pad(t.sync, n, 0), uf_role=_pad(t.uf_role, n, 0), flag_base=_pad(t.flag_base, n, -1),
@@ -264,8 +288,8 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
         pair_write=listed(pairs[:, 0], n_pairs), pair_other=listed(pairs[:, 1], n_pairs),
         pair_valid=valid(pairs, n_pairs),
         race_inst=listed(race_inst, rows["race_rows"]), pair_reporter=_pad(reporter, (n_pairs, 2), 0),
-        uninit_reads=listed(uninit_reads, rows["uninit_rows"]),
-        uninit_writes=_pad(uninit_writes, n_uninit_writes, m - 1),  # padding: never lands
+        uninit_reads=np.concatenate([listed(narrow_reads, rows["uninit_rows"]), listed(wide_reads, rows["uninit_wide_rows"])]),
+        uninit_writes=np.concatenate([_pad(x, r, m - 1) for x, r in zip((narrow_writes, wide_writes), write_rows)]),  # padding: never lands
         bound_accs=listed(bound_accs, rows["bound_rows"]), id_inst=listed(id_inst, rows["id_rows"]),
         fault_inst=listed(fault_inst, rows["fault_rows"]), fault_kind=listed(fault_kind, rows["fault_rows"]),
         fault_valid=valid(fault_inst, rows["fault_rows"]),
@@ -274,7 +298,8 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
         m_list=m_list, seg_major=seg_major, seg_minor=seg_minor,
         n_flags=size("flags", len(t.flag_bits), 8), n_entries=size("entries", len(t.entries), 32),
         n_flag_ids=t.n_flag_ids, n_cross_ids=t.n_cross_ids, depth=COUNTER_DEPTH if options.counter_chip else 1,
-        uninit_span=span("uninit_span", uninit_reads), uninit_write_span=span("uninit_write_span", uninit_writes),
+        uninit_narrow_rows=rows["uninit_rows"], uninit_narrow_write_rows=write_rows[0],
+        uninit_span=span("uninit_span", wide_reads), uninit_write_span=span("uninit_write_span", wide_writes),
         n_read_slots=widths[0], n_write_slots=widths[1],
         **_features(t, groups, shared), shared=shared,
     )  # fmt: skip
@@ -295,7 +320,8 @@ def _features(t: Template, groups: dict, shared: bool) -> dict:
 
 
 def _accesses(t: Template, n: int, widths: tuple[int, int] | None = None) -> dict:
-    """Every used access slot, reads then writes: its instance, slot, footprint, and flat operand index.
+    """Every used access slot, reads then writes: its instance, slot, footprint, span (the most atoms a candidate
+    covers) and flat operand index.
 
     The flat index addresses the reads' [n, Rr] operands followed by the writes' [n, Rw] (``widths``: the padded
     slot counts Rr, Rw; default: the record's own buckets)."""
@@ -304,18 +330,18 @@ def _accesses(t: Template, n: int, widths: tuple[int, int] | None = None) -> dic
         bucket(t.write_valid.shape[1], WRITE_SLOT_FLOOR),
     )
     parts = []
-    for valid, foot, traced, width, base, write in (
-        (t.read_valid, t.read_foot, t.read_traced, rr, 0, False),
-        (t.write_valid, t.write_foot, t.write_traced, rw, n * rr, True),
+    for valid, foot, span, traced, width, base, write in (
+        (t.read_valid, t.read_foot, t.read_span, t.read_traced, rr, 0, False),
+        (t.write_valid, t.write_foot, t.write_span, t.write_traced, rw, n * rr, True),
     ):
         inst, slot = np.nonzero(valid)
         parts.append(dict(
-            inst=inst, slot=slot, lo=foot[inst, slot, 0], hi=foot[inst, slot, 1], traced=traced[inst, slot],
-            write=np.full(inst.size, write), flat=base + inst * width + slot,
+            inst=inst, slot=slot, lo=foot[inst, slot, 0], hi=foot[inst, slot, 1], span=span[inst, slot],
+            traced=traced[inst, slot], write=np.full(inst.size, write), flat=base + inst * width + slot,
         ))  # fmt: skip
     acc = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     acc["queue"] = t.queue[acc["inst"]] if acc["inst"].size else acc["inst"]
-    for k in ("inst", "slot", "lo", "hi", "flat"):
+    for k in ("inst", "slot", "lo", "hi", "span", "flat"):
         acc[k] = acc[k].astype(np.int32)
     return acc
 
@@ -338,6 +364,12 @@ def _pairs(t: Template, acc: dict) -> np.ndarray:
     pairs = np.concatenate(found) if found else np.zeros((0, 2), np.int64)
     pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
     return pairs.astype(np.int32).reshape(-1, 2)
+
+
+def _by_span(idx: np.ndarray, span_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``idx`` split, in order, into the accesses of at most ``NARROW_SPAN`` atoms and the wider ones."""
+    narrow = span_of[idx] <= NARROW_SPAN
+    return idx[narrow], idx[~narrow]
 
 
 def _uninit(t: Template, acc: dict):
