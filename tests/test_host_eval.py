@@ -96,6 +96,21 @@ def test_batched_gathers_and_scatters_match():
     _check(f, m, at, jnp.int32(2))
 
 
+def test_a_custom_vmap_function_runs_its_own_jaxpr_on_the_host():
+    """The control plane's skip of finished steps (``engine._machine._all_done``) is a ``custom_vmap``: the host
+    evaluates its body in NumPy, as it does a ``jit``'s, instead of handing it to JAX."""
+
+    @jax.custom_batching.custom_vmap
+    def doubled(x):
+        return 2 * x
+
+    doubled.def_vmap(lambda axis_size, in_batched, x: (2 * x, in_batched[0]))
+    closed = jax.make_jaxpr(lambda x: doubled(x) + 1)(np.int32(3))
+    (call,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "custom_vmap_call"]
+    assert host._classify(call, (True,))[0] == "call"
+    assert eval_jaxpr(closed, np.int32(3)) == [7]
+
+
 def test_loops_and_branches_match_and_an_unread_carry_is_not_computed():
     def f(x, n):
         total, ys = jax.lax.scan(lambda c, i: (c + i * x, c * 2), jnp.int32(0), jnp.arange(5, dtype=jnp.int32))

@@ -301,7 +301,8 @@ _NUMPY = {
 
 #: Primitives that call a jaxpr of theirs on their operands (the parameter that holds it).
 _CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
-          "remat": "jaxpr", "checkpoint": "jaxpr", "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr"}  # fmt: skip
+          "remat": "jaxpr", "checkpoint": "jaxpr", "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
+          "custom_vmap_call": "call"}  # fmt: skip
 
 
 def eval_jaxpr(closed, *args) -> list:

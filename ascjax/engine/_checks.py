@@ -78,13 +78,6 @@ class Log:
         self.epoch = jnp.take_along_axis(self.clock, st.queue[:, None], axis=1)[:, 0]
         self.started = self.start_step >= 0
         self.completed = self.end_step >= 0
-        # a zero with the scenario's batch axis: a static index plus it gathers per scenario. Under ``vmap``
-        # XLA:CPU lays a gather at an index with no batch axis out batch-minor and then transposes it.
-        self.zero = 0 * events.kind[0]
-
-    def index(self, idx):
-        """A static index, made per scenario (see ``zero``)."""
-        return jnp.asarray(idx) + self.zero
 
 
 class Accesses:
@@ -92,7 +85,7 @@ class Accesses:
     and the step it touched its bytes at (a read at its start, a write at its completion)."""
 
     def __init__(self, st: Static, op, log: Log):
-        flat, inst = log.index(st.acc_flat), log.index(st.acc_inst)
+        flat, inst = st.acc_flat, st.acc_inst
         field = lambda name: jnp.concatenate([op[f"rd_{name}"].reshape(-1), op[f"wr_{name}"].reshape(-1)])[flat]
         self.lo, self.hi, self.ok = field("lo"), field("hi"), field("ok")
         self.step = jnp.where(st.acc_write, log.end_step[inst], log.start_step[inst])
@@ -110,8 +103,7 @@ class Pairs:
         wi, oi = st.acc_inst[w], st.acc_inst[o]
         self.o_writes = st.acc_write[o]
         q = st.n_queues
-        clock_wo, clock_ow = log.index(oi * q + st.queue[wi]), log.index(wi * q + st.queue[oi])
-        w, o, wi, oi = (log.index(x) for x in (w, o, wi, oi))
+        clock_wo, clock_ow = oi * q + st.queue[wi], wi * q + st.queue[oi]
         self.w, self.o, self.wi, self.oi = w, o, wi, oi
         overlap = jnp.maximum(acc.lo[w], acc.lo[o]) < jnp.minimum(acc.hi[w], acc.hi[o])
         self.conflict = st.pair_valid & acc.live[w] & acc.live[o] & overlap
@@ -138,11 +130,12 @@ def races(st: Static, log: Log, acc: Accesses, pairs: Pairs, landed=None) -> dic
     # per reporter, its earliest event first (a start precedes its own completion), then the first pair
     n_pairs = w.shape[0]
     key = jnp.where(race, at_end * n_pairs + jnp.arange(n_pairs), BIG)
-    reporter = jnp.where(w_first, st.pair_reporter[:, 1], st.pair_reporter[:, 0])
-    best = jnp.full(st.race_inst.shape, BIG, jnp.int32).at[reporter].min(key)
+    best = jnp.full(st.race_inst.shape, BIG, jnp.int32)
+    best = best.at[st.pair_reporter[:, 1]].min(jnp.where(w_first, key, BIG))
+    best = best.at[st.pair_reporter[:, 0]].min(jnp.where(w_first, BIG, key))
     hit = best < BIG
     p = jnp.where(hit, best % n_pairs, 0)
-    inst = log.index(st.race_inst)
+    inst = st.race_inst
     hazard = jnp.where(o_writes[p], WAW, jnp.where(w_first[p], RAW, WAR))
     step = jnp.where(best // n_pairs == 1, log.end_step[inst], log.start_step[inst])
     other = jnp.where(w_first[p], wi[p], oi[p])
@@ -177,7 +170,7 @@ def reordered(st: Static, pairs: Pairs):
 def small_tile(st: Static, op, log: Log) -> dict:
     """Two consecutive accumulating mmads over < 10 fp32 fractals need a PIPE_M barrier [semantics §2]:
     one row per place of the M queue, its predecessor being the queue's previous enabled instruction."""
-    cur = log.index(jnp.clip(st.m_list, 0))
+    cur = jnp.clip(st.m_list, 0)
     enabled = (st.m_list >= 0) & op["enable"][cur]
     place = jnp.arange(st.m_list.shape[0])
     before = jax.lax.cummax(jnp.where(enabled, place, -1))
@@ -189,11 +182,11 @@ def small_tile(st: Static, op, log: Log) -> dict:
     return rows(hit, Finding.RACE, cur, prev, key, SMALL_TILE, log.start_step[cur])
 
 
-def first_landed(st: Static, acc: Accesses, log: Log):
+def first_landed(st: Static, acc: Accesses):
     """Per atom, the first step a write landed on it (``BIG``: none), over the writes that may land on bytes of
     no input (the only atoms ``uninitialised`` and ``races`` ask about)."""
     atoms = st.n_atoms
-    w = log.index(st.uninit_writes)
+    w = st.uninit_writes
     idx, on, step = [], [], []
     for part, span in _span_parts(w, st.uninit_narrow_write_rows, st.uninit_write_span):
         x = acc.lo[part][:, None] + jnp.arange(span)
@@ -204,10 +197,10 @@ def first_landed(st: Static, acc: Accesses, log: Log):
     return jnp.full((atoms,), BIG, jnp.int32).at[jnp.where(on, idx, atoms)].min(step, mode="drop")
 
 
-def uninitialised(st: Static, acc: Accesses, log: Log, landed) -> dict:
+def uninitialised(st: Static, acc: Accesses, landed) -> dict:
     """Reads of bytes of no input that no write landed on before the read started (b: the read slot)."""
     atoms = st.n_atoms
-    r = log.index(st.uninit_reads)
+    r = st.uninit_reads
     any_bad, first = [], []
     for part, span in _span_parts(r, st.uninit_narrow_rows, st.uninit_span):
         idx = acc.lo[part][:, None] + jnp.arange(span)
@@ -226,9 +219,9 @@ def _span_parts(listed, narrow_rows: int, wide_span: int) -> list:
     return [(part, span) for part, span in parts if part.shape[0]]
 
 
-def bounds(st: Static, acc: Accesses, log: Log) -> dict:
+def bounds(st: Static, acc: Accesses) -> dict:
     """Accesses whose traced slot choice lies outside their candidates (a: the slot, b: 0 read, 1 write)."""
-    a = log.index(st.bound_accs)
+    a = st.bound_accs
     return rows(acc.on[a] & ~acc.ok[a], Finding.BOUNDS, st.acc_inst[a], -1, st.acc_slot[a], st.acc_write[a],
                 acc.step[a])  # fmt: skip
 
@@ -236,7 +229,7 @@ def bounds(st: Static, acc: Accesses, log: Log) -> dict:
 def faults(st: Static, op, log: Log) -> dict:
     """Issues whose traced operand broke its instruction's rule (``Fault``): a BOUNDS row names the operand in
     ``b`` (``FAULT_DETAIL`` + its ``BOUNDS_WHAT`` index) and its value in ``a``; a LAYOUT row the same way."""
-    inst = log.index(st.fault_inst)
+    inst = st.fault_inst
     layout = st.fault_kind == Finding.LAYOUT
     what = jnp.where(layout, op["layout_what"][inst], op["bounds_what"][inst])
     value = jnp.where(layout, op["layout_value"][inst], op["bounds_value"][inst])
@@ -246,7 +239,7 @@ def faults(st: Static, op, log: Log) -> dict:
 
 def event_ids(st: Static, op, log: Log) -> dict:
     """A sync instruction whose traced event id names no flag or counter of the chip."""
-    inst = log.index(st.id_inst)
+    inst = st.id_inst
     eid, ok = ids_ok(st, op, inst)
     return rows(log.started[inst] & ~ok, Finding.SYNC_ERROR, inst, -1, 0, eid, log.start_step[inst])
 
@@ -254,7 +247,7 @@ def event_ids(st: Static, op, log: Log) -> dict:
 def sync_events(st: Static, log: Log) -> dict:
     """The findings the machine raised as it ran: double sets, merged signals, overflows (at a set's
     completion) and mode mismatches (at a cross-core wait's start), one row per kind each can raise."""
-    inst = log.index(st.sync_inst)
+    inst = st.sync_inst
     found = jnp.where(st.sync_at_end[:, None], log.end_finding[inst], log.start_finding[inst])
     step = jnp.where(st.sync_at_end, log.end_step[inst], log.start_step[inst])
     return rows(found[:, 0] == st.sync_kind, st.sync_kind, inst, found[:, 1], found[:, 2], found[:, 3], step)

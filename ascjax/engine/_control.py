@@ -76,14 +76,14 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions, saniti
     pairs = _checks.Pairs(st, log, acc)
     run = st.checked if options.sanitize or sanitize is not None else st.checked - SANITIZER
     # no listed read of bytes of no input: every read has something to read, and no write needs its landing
-    landed = _checks.first_landed(st, acc, log) if "uninitialised" in run else None
+    landed = _checks.first_landed(st, acc) if "uninitialised" in run else None
     checks = {
         "races": lambda: _checks.races(st, log, acc, pairs, landed),
         "small_tile": lambda: _checks.small_tile(st, op, log),
         "sync_events": lambda: _checks.sync_events(st, log),
         "event_ids": lambda: _checks.event_ids(st, op, log),
-        "uninitialised": lambda: _checks.uninitialised(st, acc, log, landed),
-        "bounds": lambda: _checks.bounds(st, acc, log),
+        "uninitialised": lambda: _checks.uninitialised(st, acc, landed),
+        "bounds": lambda: _checks.bounds(st, acc),
         "faults": lambda: _checks.faults(st, op, log),
     }
     # a group with no row to check, or a sanitizer group with the sanitizer off, keeps its shape (the ranking's

@@ -25,6 +25,7 @@ import enum
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.custom_batching import custom_vmap
 from jaxtyping import Array, Bool, Int
 
 from ..core import AIV0, Finding
@@ -467,14 +468,27 @@ def _idle(m: Machine):
     )
 
 
+@custom_vmap
+def _all_done(done):
+    """``done`` for one scenario; under ``vmap``, whether every scenario is done, unbatched."""
+    return done
+
+
+@_all_done.def_vmap
+def _all_done_batched(axis_size, in_batched, done):
+    return (jnp.all(done) if in_batched[0] else done), False
+
+
 def execute(st: Static, pl: Plan, lat: SyncLatency) -> tuple[Machine, Event]:
     """Run the machine to the end (or to a deadlock); returns its final state and one event per step.
 
-    Every executed instance starts once and completes once, so ``2 N`` steps always suffice;
-    the steps after the end are idle (skipped on one scenario, masked under ``vmap``).
+    Every executed instance starts once and completes once, so ``2 N`` steps always suffice; the steps after the
+    end are idle. They are skipped once every scenario is done (``_all_done``: under ``vmap`` an unbatched test, so
+    the skip is a branch, not a select of every field of the machine); until then a step of a done scenario finds
+    no event and changes nothing.
     """
 
     def body(m, _):
-        return jax.lax.cond(m.done, _idle, lambda m: _step(st, pl, lat, m), m)
+        return jax.lax.cond(_all_done(m.done), _idle, lambda m: _step(st, pl, lat, m), m)
 
     return jax.lax.scan(body, init_machine(st), None, length=2 * st.n_instances)
