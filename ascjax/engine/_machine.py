@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 
 import equinox as eqx
 import jax
@@ -36,6 +37,9 @@ from ._tables import NEVER, Static
 
 #: Event kinds.
 IDLE, START, END = 0, 1, 2
+#: Steps the loop takes between two tests of whether every scenario is done: a test (a branch) per step costs a
+#: step's worth of copies; a done scenario's steps in its last chunk are idle ones.
+STEPS_PER_CHUNK = 16
 
 
 class Machine(eqx.Module):
@@ -483,12 +487,22 @@ def execute(st: Static, pl: Plan, lat: SyncLatency) -> tuple[Machine, Event]:
     """Run the machine to the end (or to a deadlock); returns its final state and one event per step.
 
     Every executed instance starts once and completes once, so ``2 N`` steps always suffice; the steps after the
-    end are idle. They are skipped once every scenario is done (``_all_done``: under ``vmap`` an unbatched test, so
-    the skip is a branch, not a select of every field of the machine); until then a step of a done scenario finds
-    no event and changes nothing.
+    end are idle. They run in chunks of ``STEPS_PER_CHUNK``, and a chunk is skipped once every scenario is done
+    (``_all_done``: under ``vmap`` an unbatched test, so the skip is a branch, not a select of every field of the
+    machine). A step of a done scenario finds no event and changes nothing.
     """
+    n_steps = 2 * st.n_instances
+    chunk = math.gcd(n_steps, STEPS_PER_CHUNK)
+
+    def steps(m):
+        return jax.lax.scan(lambda m, _: _step(st, pl, lat, m), m, None, length=chunk)
+
+    def idle(m):
+        m, event = _idle(m)
+        return m, jax.tree.map(lambda x: jnp.broadcast_to(x, (chunk, *x.shape)), event)
 
     def body(m, _):
-        return jax.lax.cond(_all_done(m.done), _idle, lambda m: _step(st, pl, lat, m), m)
+        return jax.lax.cond(_all_done(m.done), idle, steps, m)
 
-    return jax.lax.scan(body, init_machine(st), None, length=2 * st.n_instances)
+    m, events = jax.lax.scan(body, init_machine(st), None, length=n_steps // chunk)
+    return m, jax.tree.map(lambda x: x.reshape(n_steps, *x.shape[2:]), events)
