@@ -112,10 +112,10 @@ def _run(st: Static, op: dict, lat: SyncLatency, options: ControlOptions, saniti
 #: Compiled so, the seed K-loop's size class takes 1.6 s to trace, lower and compile (2.5 s with the fusion emitters,
 #: 3.2 s with LLVM's optimisation too), and the two-section ping-pong's own program of 2,062 instances compiles in
 #: 1.0 s instead of 2.1 s and runs in 0.22 s instead of 0.28 s (optimised: 1.7 s and 0.05 s; 2.8 s with the fusion
-#: emitters). The control plane computes integers
-#: only, so its results do not depend on how it is compiled. Under a ``vmap`` alone it is still a program of its own,
-#: compiled so; inside a bigger program (a jitted sweep, a traced launch) it is optimised with it, and the blocks of a
-#: launch, many records of one template, run an optimised program (``quick=False``, ``core.INTEGER_COMPILE``).
+#: emitters). The control plane computes integers only, so its results do not depend on how it is compiled. Under a
+#: ``vmap`` alone it is still a program of its own, compiled so; inside a bigger program (a jitted sweep, a traced
+#: launch) it is optimised with it, and the blocks of a launch, many records of one template, run an optimised program
+#: (``quick=False``, ``core.INTEGER_COMPILE``).
 #: What a size class's program costs to trace, lower and compile so (1.6 s on a 2-core x86 VM), and what the host
 #: takes per instance of a record to evaluate the control plane specialised to it (its own buckets and only the sync
 #: hardware it uses: two events of a few hundred NumPy operations, 2-8 ms; the seed K-loop's 120 instances 0.24 s,
