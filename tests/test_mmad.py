@@ -805,3 +805,37 @@ def test_the_product_is_differentiable():
     # under a vmap too: the loss is even in A, so its gradient at -A is minus the one at A
     batched = jax.vmap(jax.grad(loss, 1), in_axes=(None, 0, None))(ours, jnp.stack([a, -a]), b)
     np.testing.assert_allclose(np.asarray(batched[1]), -np.asarray(jax.grad(loss, 1)(ours, a, b)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("k_valid, masked", [(64, False), (48, True)])
+def test_a_static_k_over_every_column_masks_no_operand(k_valid, masked):
+    """The K mask is for a partial K: with the whole K static, the product reads its operands as they are (no
+    select left over them, which cost flash attention's data plane a fifth of its time); with a partial K it
+    zeroes the columns past it."""
+    chip = aj.get_chip("950")
+    alloc = aj.Allocator(chip)
+    a, b, c = (
+        alloc.alloc("L0A", (64, 64), "float16"),
+        alloc.alloc("L0B", (64, 64), "float16"),
+        alloc.alloc("L0C", (64, 64), "float32"),
+    )
+    state = aj.State.create(chip, {}, ()).add_tile(a).add_tile(b).add_tile(c)
+
+    def product(state):
+        return aj.ops.mmad(state, c, a, b, 64, k_valid, 64, c_matrix_init_val=True).tile(c)
+
+    eqns = jax.make_jaxpr(product)(state).jaxpr.eqns
+    barrier = [e.primitive.name for e in eqns].index("optimization_barrier")
+    before = _primitive_names(eqns[:barrier])  # the operands as the product reads them
+    assert ("select_n" in before) == masked
+
+
+def _primitive_names(eqns) -> set[str]:
+    """The primitives of ``eqns`` and of the jaxprs they call."""
+    names = set()
+    for e in eqns:
+        names.add(e.primitive.name)
+        inner = e.params.get("jaxpr")
+        if inner is not None:
+            names |= _primitive_names(getattr(inner, "jaxpr", inner).eqns)
+    return names

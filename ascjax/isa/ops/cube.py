@@ -190,11 +190,13 @@ def mmad(
     kw = min(a_nd.shape[1], b_nd.shape[0])
     a_nd = jnp.pad(a_nd[:mc, :kw], ((0, max(0, mc - a_nd.shape[0])), (0, 0)))
     b_nd = jnp.pad(b_nd[:kw, :nc], ((0, 0), (0, max(0, nc - b_nd.shape[1]))))
-    k_valid = jnp.arange(kw) < k
     acc_dtype = jnp.dtype(c_dtype)
     # element values (hifloat8 / fp4 e1m2 codes decoded; fp8, fp4 e2m1, int4 converted exactly)
-    a_nd = jnp.where(k_valid[None, :], values.decode(a_nd, a.dtype).astype(acc_dtype), 0)
-    b_nd = jnp.where(k_valid[:, None], values.decode(b_nd, b.dtype).astype(acc_dtype), 0)
+    a_nd = values.decode(a_nd, a.dtype).astype(acc_dtype)
+    b_nd = values.decode(b_nd, b.dtype).astype(acc_dtype)
+    if sizes[1] is None or sizes[1] < kw:  # a static k over every column masks nothing (and no select is left)
+        k_valid = jnp.arange(kw) < k
+        a_nd, b_nd = jnp.where(k_valid[None, :], a_nd, 0), jnp.where(k_valid[:, None], b_nd, 0)
     # the product is computed on its own (optimization barriers): how XLA sums it then does not depend on what it
     # would otherwise fuse into it, so every engine and every lowering of the kernel gets the same bits
     a_nd, b_nd = jax.lax.optimization_barrier((a_nd, b_nd))
