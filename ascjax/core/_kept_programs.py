@@ -15,6 +15,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from ._numerics import accepted
+
 
 def program_key(args) -> tuple:
     """What names one program of a function: the arguments' structure, static values and array shapes."""
@@ -65,7 +67,7 @@ class KeptPrograms:
             out_static.append(rest)
             return arrays
 
-        compiled = jax.jit(arrays_out).lower(dynamic).compile(self.compiler_options)
+        compiled = jax.jit(arrays_out).lower(dynamic).compile(accepted(self.compiler_options))
         return compiled, out_static[0]
 
     def clear(self) -> None:

@@ -49,18 +49,42 @@ INTEGER_COMPILE = {"xla_cpu_use_fusion_emitters": False}
 QUICK_COMPILE = INTEGER_COMPILE | {"xla_backend_optimization_level": 0}
 
 
+#: Compiler options every XLA JAX supports knows; any other is probed before its first use (``accepted``).
+_LONG_KNOWN = frozenset({"xla_allow_excess_precision", "xla_backend_optimization_level"})
+
+
+@functools.cache
+def _accepts(name: str, value) -> bool:
+    """Whether the installed XLA takes compiler option ``name`` (it refuses to compile with one it does not know)."""
+    try:
+        jax.jit(lambda x: x).lower(np.int32(0)).compile({name: value})
+    except Exception:  # noqa: BLE001 - XLA's error for an unknown option has no type of its own
+        return False
+    return True
+
+
+def accepted(options: dict) -> dict:
+    """``options`` without those the installed XLA does not know (an option newer than its jaxlib): a program
+    compiles with what it can have rather than not at all."""
+    return {name: value for name, value in options.items() if name in _LONG_KNOWN or _accepts(name, value)}
+
+
 def jit_outside(fun, compiler_options: dict):
-    """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` where it is a program of its own: outside JAX's
-    transformations or under a ``vmap`` (``compiled_on_its_own``).
+    """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` (those the installed XLA knows) where it is a program
+    of its own: outside JAX's transformations or under a ``vmap`` (``compiled_on_its_own``).
 
     JAX refuses compiler options on a program nested in another's trace: inside a ``jax.jit`` or ``grad`` of the
     user's, the enclosing program's options apply.
     """
-    own, plain = eqx.filter_jit(fun, compiler_options=compiler_options), eqx.filter_jit(fun)
+    plain, own = eqx.filter_jit(fun), []  # ``own`` made at its first call: the probe needs JAX's backend
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        return (own if compiled_on_its_own() else plain)(*args, **kwargs)
+        if not compiled_on_its_own():
+            return plain(*args, **kwargs)
+        if not own:
+            own.append(eqx.filter_jit(fun, compiler_options=accepted(compiler_options)))
+        return own[0](*args, **kwargs)
 
     return call
 
