@@ -39,6 +39,7 @@ from ._order import emit_order as emit_order
 from ._private import PrivateLoops as PrivateLoops
 from ._private import private_loops as private_loops
 from ._record import FAULT_KINDS as FAULT_KINDS
+from ._record import GM_SPACE_PREFIX as GM_SPACE_PREFIX
 from ._record import UF_KEEP as UF_KEEP
 from ._record import UF_OFF as UF_OFF
 from ._record import UF_UPDATE as UF_UPDATE

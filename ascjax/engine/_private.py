@@ -18,10 +18,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ._record import Record
-
-#: The prefix of a GM tensor's space in a record (``Space.name``).
-GM_SPACE_PREFIX = "GM:"
+from ._record import GM_SPACE_PREFIX, Record
 
 
 class PrivateLoops:
@@ -63,7 +60,7 @@ def private_loops(record: Record) -> PrivateLoops | None:
     t = record.template
     op = {name: np.asarray(x) for name, x in operands.items()}
     on_chip = ~np.asarray([s.name.startswith(GM_SPACE_PREFIX) for s in t.spaces], bool)[t.atom_space]
-    accesses = [_pairs(t, op, False, on_chip), _pairs(t, op, True, on_chip)]
+    accesses = [_touches(t, op, False, on_chip), _touches(t, op, True, on_chip)]
     inst, atom, is_write = (np.concatenate([a[i] for a in accesses]) for i in range(3))
     shared = _shared_spaces(t)  # the data plane keeps a tile by its name: bytes two tiles share stay in order
     keep = ~np.isin(t.atom_space[atom], shared)
@@ -74,7 +71,7 @@ def private_loops(record: Record) -> PrivateLoops | None:
     return PrivateLoops(ids, {tag: t.loops[e] for e, tag in enumerate(t.tags) if tag is not None})
 
 
-def _pairs(t, op: dict, write: bool, on_chip: np.ndarray):
+def _touches(t, op: dict, write: bool, on_chip: np.ndarray):
     """Every on-chip atom each instance reads (or writes) as (instance, atom, is-write) arrays."""
     prefix = "wr" if write else "rd"
     valid = (t.write_valid if write else t.read_valid) & op[f"{prefix}_ok"] & op[f"{prefix}_on"] & op["enable"][:, None]

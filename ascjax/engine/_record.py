@@ -59,9 +59,14 @@ class UnitFlagRole(enum.IntEnum):
 UF_OFF, UF_KEEP, UF_UPDATE = 0, 2, 3
 
 
+#: The prefix of a GM tensor's space name (``Space.name``): ``GM:`` and the tensor's name.
+GM_SPACE_PREFIX = "GM:"
+
+
 @dataclasses.dataclass(frozen=True)
 class Space:
-    """One named byte space the record accesses (a GM tensor, an on-chip buffer of one core)."""
+    """One named byte space the record accesses (a GM tensor, ``GM_SPACE_PREFIX`` + its name, or an on-chip buffer of
+    one core)."""
 
     name: str
     size_bytes: int

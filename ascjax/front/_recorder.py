@@ -18,7 +18,7 @@ from .. import isa
 from ..core import AIC, AIV0, BOUNDS_TRIP_COUNT, Buffer, Finding, Format, InstrKind, Pipe
 from ..core._chip import Chip
 from ..core._memory import Tile
-from ..engine import Costs, Fault, RecordBuilder, Sync, UnitFlagRole, Window, default_costs
+from ..engine import GM_SPACE_PREFIX, Costs, Fault, RecordBuilder, Sync, UnitFlagRole, Window, default_costs
 from ..isa.ops.fixpipe import set_mmad_direction
 from ..isa.ops.ub_move import AccToVecMode, split
 from ..isa.ops.unit_flag import mode_value
@@ -59,7 +59,9 @@ class Recorder:
         self.gm_shapes = {name: (tuple(x.shape), np.dtype(x.dtype).itemsize) for name, x in gm.items()}
         for name, array in gm.items():
             nbytes = int(np.prod(array.shape)) * np.dtype(array.dtype).itemsize
-            self.spaces[("GM", name)] = self.builder.space(f"GM:{name}", max(nbytes, 1), initialised=name in inputs)
+            self.spaces[("GM", name)] = self.builder.space(
+                GM_SPACE_PREFIX + name, max(nbytes, 1), initialised=name in inputs
+            )
         self.mmad_direction = "m"  # set_mmad_direction's last value (the register starts M first)
         #: L0C tile name -> whether its last matmul had no phase (so the framework's M -> FIX sync is pending)
         self.auto: dict = {}

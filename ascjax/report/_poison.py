@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import ControlResult, Record
+from ..engine import GM_SPACE_PREFIX, ControlResult, Record
 
 
 def poisoned_bytes(record: Record, result: ControlResult) -> dict[int, int]:
@@ -61,7 +61,7 @@ def poison_words(record: Record, result: ControlResult, outputs: dict) -> str:
     spaces = record.template.spaces
     parts = []
     for name, (elements, itemsize) in outputs.items():
-        index = next((i for i, s in enumerate(spaces) if s.name in (name, f"GM:{name}")), None)
+        index = next((i for i, s in enumerate(spaces) if s.name in (name, GM_SPACE_PREFIX + name)), None)
         if index is not None and reached.get(index):
             parts.append(f"up to {min(reached[index] // max(itemsize, 1), elements):,} of the {elements:,} elements of "
                          f"output `{name}`")  # fmt: skip

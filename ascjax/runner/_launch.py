@@ -40,6 +40,7 @@ from ..core._chip import Chip, get_chip
 from ..core._numerics import compiled_on_its_own
 from ..core._options import Options
 from ..engine import (
+    GM_SPACE_PREFIX,
     ControlOptions,
     ControlResult,
     Costs,
@@ -355,7 +356,7 @@ def _launch_timing(blocks: list, chip: Chip, gm_bytes: float, gm_contention: flo
 def _writer(found: CheckResult, name: str, lo: int, hi: int) -> str:
     """The kernel line of the first instruction of a block that ran and may write bytes [lo, hi) of GM ``name``."""
     t = found.record.template
-    space = next((i for i, sp in enumerate(t.spaces) if sp.name == f"GM:{name}"), None)
+    space = next((i for i, sp in enumerate(t.spaces) if sp.name == GM_SPACE_PREFIX + name), None)
     start = np.asarray(found.result.start)
     for inst in np.argsort(np.where(start >= 0, start, np.iinfo(np.int32).max), kind="stable"):
         if start[inst] < 0:

@@ -83,9 +83,9 @@ def execute_data(
     of their fault conditions: each write replaces its tile whole and a loop's iterations can be computed apart
     (the 1024^3 matmul with its private loops: 16.8 -> 14.4 ms). Iteration by iteration the writes stay selects:
     XLA would fuse whole chains of copies into every product's operands and recompute them per element (that
-    data plane: 48 -> 64 ms). ``ran``: the issues a deadlocked run started
-    (None: all): an issue that writes GM and never ran leaves GM as it was. ``private``: the record's loops whose
-    iterations use the on-chip buffers privately, computed as one ``vmap`` (``Options.parallel_loops``)."""
+    data plane: 48 -> 64 ms). ``ran``: the issues a deadlocked run started (None: all): an issue that writes GM and
+    never ran leaves GM as it was. ``private``: the record's loops whose iterations use the on-chip buffers
+    privately, computed as one ``vmap`` (``Options.parallel_loops``)."""
     names = tuple(name for name, _ in outputs)
     gm = initial_gm(inputs, outputs)
     state = State.create(chip, gm, names, options, track_gm_writes=block is not None)
