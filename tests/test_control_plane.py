@@ -500,9 +500,10 @@ def test_the_control_plane_program_does_not_grow_with_the_kernel():
 
 def test_a_record_past_the_size_classes_finds_the_same_on_the_host_compiled_quick_or_optimised(monkeypatch):
     """Its own program runs on the host while that costs less than compiling it (a short record), then compiled for a
-    quick first run (LLVM unoptimised) or, for a launch's blocks, optimised: the control plane computes integers, so
-    all three find the same (here: a race, its uninitialised read, a leftover set, every timeline entry)."""
-    from ascjax.core import HostFirst
+    quick first run (LLVM unoptimised; a long record's as two programs, its loop optimised) or, for a launch's blocks,
+    optimised: the control plane computes integers, so all four find the same (here: a race, its uninitialised read, a
+    leftover set, every timeline entry)."""
+    from ascjax.core import HostFirst, KeptPrograms
     from ascjax.engine import _control
 
     b = RecordBuilder()
@@ -522,16 +523,21 @@ def test_a_record_past_the_size_classes_finds_the_same_on_the_host_compiled_quic
     assert not static(rec.template, ControlOptions(), True).shared
     on_host, host_call = [], _control.host_call
     monkeypatch.setattr(_control, "host_call", lambda *a: on_host.append(1) or host_call(*a))
-    monkeypatch.setattr(_control, "_run_own", HostFirst(_control._run_jit, _control.CONTROL_COMPILE_S))
+    monkeypatch.setattr(_control, "_run_own", HostFirst(_control._run_quick, _control.CONTROL_COMPILE_S))
     host = run_control(rec)
     assert on_host == [1] and _control._run_own.compiled_programs() == 0  # 51 instances: less than a compile
-    monkeypatch.setattr(_control, "_run_own", HostFirst(_control._run_jit, 0.0))  # a compile that costs nothing
+    monkeypatch.setattr(_control, "_run_own", HostFirst(_control._run_quick, 0.0))  # a compile that costs nothing
     quick, optimised = run_control(rec), run_control(rec, quick=False)
-    assert on_host == [1] and _control._run_own.compiled_programs() == 1
+    loop, checks = (KeptPrograms(f, {}) for f in (_control._loop, _control._checked))
+    monkeypatch.setattr(_control, "_loop_kept", loop)
+    monkeypatch.setattr(_control, "_checked_kept", checks)
+    monkeypatch.setattr(_control, "LOOP_OPTIMISED_INSTANCES", 0)  # run as a long record is
+    split = run_control(rec)
+    assert on_host == [1] and _control._run_own.compiled_programs() == 1 and len(loop) == len(checks) == 1
     assert kinds(host) == {Finding.RACE, Finding.UNINITIALIZED, Finding.LEFTOVER}
-    for x, y, z in zip(jax.tree.leaves(host), jax.tree.leaves(quick), jax.tree.leaves(optimised), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(z))
+    for x, *others in zip(*(jax.tree.leaves(r) for r in (host, quick, optimised, split)), strict=True):
+        for y in others:
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 def test_jit_and_eager_agree():

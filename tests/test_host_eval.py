@@ -340,3 +340,33 @@ def test_kept_programs_survive_jax_clear_caches_and_compute_what_jit_computes():
     kept.clear()
     kept(x, 3)
     assert traces[-1] == 3 and len(kept) == 1
+
+
+def test_a_kept_program_started_in_a_thread_is_compiled_there_and_called_here():
+    """``KeptPrograms.start`` traces, lowers and compiles in a thread of its own (XLA compiles without Python's lock,
+    so the caller compiles another program meanwhile) and returns the outputs' shapes once lowered; the call then runs
+    that program. A program that fails to trace raises in the caller, and is not kept."""
+    import threading
+
+    from ascjax.core import KeptPrograms
+
+    traced_in = []
+
+    def fun(x, scale: int):
+        traced_in.append(threading.get_ident())
+        if scale < 0:
+            raise ValueError("a negative scale")
+        return {"total": jnp.cumsum(x) * scale, "twice": jnp.concatenate([x, x])}
+
+    kept = KeptPrograms(fun, {"xla_backend_optimization_level": 0})
+    x = np.arange(5, dtype=np.int32)
+    shapes = kept.start(jax.ShapeDtypeStruct(x.shape, x.dtype), 3)
+    assert shapes["total"].shape == (5,) and shapes["twice"].shape == (10,) and shapes["twice"].dtype == np.int32
+    assert traced_in != [] and traced_in[0] != threading.get_ident()  # traced in the other thread
+    got = kept(x, 3)
+    assert len(traced_in) == 1 and len(kept) == 1  # the started program, not traced again
+    _same(np.asarray(got["total"]), (np.cumsum(x) * 3).astype(np.int32))
+    _same(np.asarray(got["twice"]), np.concatenate([x, x]))
+    with pytest.raises(ValueError, match="negative scale"):
+        kept.start(x, -1)
+    assert len(kept) == 1

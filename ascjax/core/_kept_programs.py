@@ -5,11 +5,18 @@ long sweep script). A program many calls share (the control plane of a size clas
 lowered and loaded again: 1-2 s each time on a 2-core x86 VM, for a program that takes milliseconds to run.
 ``KeptPrograms`` compiles one program per argument structure (``program_key``) with ``jax.jit(...).lower(...)
 .compile(...)`` and keeps the executable itself, so only its own ``clear`` (``ascjax.clear_caches``) drops it.
+
+XLA compiles without holding Python's lock, so a program can compile in a thread of its own while the caller
+traces and compiles another (``KeptPrograms.start``): two programs that run one after the other take the longer
+of their two compiles, not the sum.
 """
 
 from __future__ import annotations
 
 import collections
+import contextvars
+import threading
+from concurrent.futures import Future
 
 import equinox as eqx
 import jax
@@ -21,6 +28,11 @@ from ._numerics import accepted
 def program_key(args) -> tuple:
     """What names one program of a function: the arguments' structure, static values and array shapes."""
     return _key(*eqx.partition(args, eqx.is_array))
+
+
+def _is_value(x) -> bool:
+    """An argument the program takes as an array: an array, or the shape and dtype of one (``start``)."""
+    return eqx.is_array(x) or isinstance(x, jax.ShapeDtypeStruct)
 
 
 def _key(dynamic, static) -> tuple:
@@ -46,20 +58,37 @@ class KeptPrograms:
         self._programs: collections.OrderedDict = collections.OrderedDict()
 
     def __call__(self, *args):
-        dynamic, static = eqx.partition(args, eqx.is_array)
-        key = _key(dynamic, static)
+        dynamic, static = eqx.partition(args, _is_value)
         dynamic = jax.tree.map(np.asarray, dynamic)  # host arrays: no weak types to differ from the compiled ones
-        hit = self._programs.get(key)
-        if hit is None:
-            hit = self._programs[key] = self._compile(dynamic, static)
-            while len(self._programs) > self.kept:
-                self._programs.popitem(last=False)
-        else:
-            self._programs.move_to_end(key)
-        compiled, out_static = hit
+        compiled, out_static = self._entry(dynamic, static, background=False)[1].result()
         return eqx.combine(compiled(dynamic), out_static)
 
-    def _compile(self, dynamic, static) -> tuple:
+    def start(self, *args):
+        """The program for ``args`` (arrays, or ``jax.ShapeDtypeStruct`` of them) traced and lowered in a thread of its
+        own and compiled there, unless held already; returns its outputs' shapes and dtypes once it is lowered (a
+        later call waits for the compile)."""
+        dynamic, static = eqx.partition(args, _is_value)
+        dynamic = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), dynamic)
+        return self._entry(dynamic, static, background=True)[0].result()
+
+    def _entry(self, dynamic, static, background: bool) -> tuple[Future, Future]:
+        """``(output shapes, (executable, static outputs))`` of the program, as futures: held, or made now."""
+        key = _key(dynamic, static)
+        hit = self._programs.get(key)
+        if hit is None:
+            hit = self._programs[key] = (Future(), Future())
+            while len(self._programs) > self.kept:
+                self._programs.popitem(last=False)
+            make = contextvars.copy_context().run
+            if background:
+                threading.Thread(target=make, args=(self._compile, dynamic, static, *hit), daemon=True).start()
+            else:
+                make(self._compile, dynamic, static, *hit)
+        else:
+            self._programs.move_to_end(key)
+        return hit
+
+    def _compile(self, dynamic, static, shapes: Future, program: Future) -> None:
         out_static = []
 
         def arrays_out(d):
@@ -67,8 +96,18 @@ class KeptPrograms:
             out_static.append(rest)
             return arrays
 
-        compiled = jax.jit(arrays_out).lower(dynamic).compile(accepted(self.compiler_options))
-        return compiled, out_static[0]
+        try:
+            lowered = jax.jit(arrays_out).lower(dynamic)
+            out = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), lowered.out_info)
+            shapes.set_result(eqx.combine(out, out_static[0]))
+            program.set_result((lowered.compile(accepted(self.compiler_options)), out_static[0]))
+        except BaseException as error:  # the caller's thread raises it
+            for future in (shapes, program):
+                if not future.done():
+                    future.set_exception(error)
+            self._programs.pop(_key(dynamic, static), None)
+            if not isinstance(error, Exception):
+                raise
 
     def clear(self) -> None:
         """Drop the held programs."""

@@ -665,7 +665,7 @@ def _atoms(spaces, entries):
     atom_space, atom_bytes, first = [], [], []
     for sid, c in enumerate(cuts):
         edges = sorted(c)
-        first.append((len(atom_space), edges))
+        first.append((len(atom_space), {edge: i for i, edge in enumerate(edges)}))
         for lo, hi in zip(edges[:-1], edges[1:]):
             atom_space.append(sid)
             atom_bytes.append((lo, hi))
@@ -673,8 +673,8 @@ def _atoms(spaces, entries):
 
 
 def _atom_run(first, space, lo, hi):
-    base, edges = first[space]
-    return base + edges.index(lo), base + edges.index(hi)
+    base, place = first[space]  # each edge's place among its space's sorted cuts
+    return base + place[lo], base + place[hi]
 
 
 class _Layout:

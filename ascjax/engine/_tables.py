@@ -378,8 +378,11 @@ def _uninit(t: Template, acc: dict):
     reads = np.flatnonzero(~acc["write"] & (not_init[acc["hi"]] > not_init[acc["lo"]]))
     w = np.flatnonzero(acc["write"])
     lo, hi = acc["lo"], acc["hi"]
-    near = (lo[w][:, None] < hi[reads][None, :]) & (lo[reads][None, :] < hi[w][:, None])
-    return reads.astype(np.int32), w[np.any(near, axis=1)].astype(np.int32)
+    edges = np.zeros(t.n_atoms + 1, np.int64)  # +1 where a listed read's atoms begin, -1 where they end
+    np.add.at(edges, lo[reads], 1)
+    np.add.at(edges, hi[reads], -1)
+    read_atoms = np.concatenate([[0], np.cumsum(np.cumsum(edges)[:-1] > 0)])  # prefix counts of atoms a read covers
+    return reads.astype(np.int32), w[read_atoms[hi[w]] > read_atoms[lo[w]]].astype(np.int32)
 
 
 def _sync_rows(t: Template, options: ControlOptions):
