@@ -167,6 +167,23 @@ def test_a_kernel_recorded_on_the_host_is_the_compiled_recording_bit_for_bit(pat
     _records_agree(path, name)
 
 
+@pytest.mark.parametrize(
+    "path, name",
+    [("pingpong.py", "pingpong_sections_odd"), ("zero_trip.py", "buggy_three_tiles"), ("flash_attention.py", "f16_s187_d64")],
+)  # fmt: skip
+def test_a_loop_recorded_as_one_batched_program_is_the_compiled_recording_bit_for_bit(path, name, monkeypatch):
+    """A long scan whose iterations share no needed value is evaluated on the host as one ``vmap`` of its body
+    (``BATCHED_SCAN_LENGTH``); here every scan is, and the record is the compiled one still."""
+    from ascjax.front import _tracing
+
+    batched, scan_batched = [], host._scan_batched
+    monkeypatch.setattr(host, "BATCHED_SCAN_LENGTH", 1)
+    monkeypatch.setattr(host, "_scan_batched", lambda *a: batched.append(a[-1]) or scan_batched(*a))
+    _tracing.forget_recordings()
+    _records_agree(path, name)
+    assert batched  # the kernel's loops took the batched path
+
+
 def _every_case():
     for path in sorted(KERNELS.glob("*.py")):
         for name in aj.load_cases(str(path)):

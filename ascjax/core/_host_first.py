@@ -16,7 +16,7 @@ import time
 import equinox as eqx
 import jax
 
-from ._host_eval import _PROGRAMS, eval_jaxpr
+from ._host_eval import _BATCHED, _PROGRAMS, eval_jaxpr
 from ._kept_programs import program_key
 
 #: Per function and program: its jaxpr, the structure of its outputs and its static outputs.
@@ -57,6 +57,7 @@ def clear_host_caches() -> None:
     """Forget the traced programs and their NumPy evaluators."""
     _TRACED.clear()
     _PROGRAMS.clear()
+    _BATCHED.clear()
 
 
 class HostFirst:

@@ -227,8 +227,7 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
     acc = _accesses(t, n, widths)
     pairs = _pairs(t, acc)
     n_pairs = size("pairs", len(pairs), PAIR_FLOOR)
-    race_inst, reporter = np.unique(acc["inst"][pairs].reshape(-1), return_inverse=True)
-    reporter = reporter.reshape(-1, 2)
+    race_inst, reporter = _members_of(acc["inst"][pairs], t.n_instances)
     uninit_reads, uninit_writes = _uninit(t, acc)
     narrow_reads, wide_reads = _by_span(uninit_reads, acc["span"])
     narrow_writes, wide_writes = _by_span(uninit_writes, acc["span"])
@@ -362,8 +361,18 @@ def _pairs(t: Template, acc: dict) -> np.ndarray:
         a, b = np.nonzero(hit)
         found.append(np.stack([w[a], idx[b]], axis=1))
     pairs = np.concatenate(found) if found else np.zeros((0, 2), np.int64)
-    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    # each space's pairs are in order already and no write is in two spaces: a stable sort by the write merges them
+    pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]
     return pairs.astype(np.int32).reshape(-1, 2)
+
+
+def _members_of(inst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct instances among ``inst`` (each below ``n``), in order, and each entry's place among them (what
+    ``np.unique(..., return_inverse=True)`` gives, without sorting millions of pairs' instances)."""
+    present = np.zeros(n, bool)
+    present[inst.reshape(-1)] = True
+    place = np.cumsum(present) - 1
+    return np.flatnonzero(present), place[inst].astype(np.int64)
 
 
 def _by_span(idx: np.ndarray, span_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
