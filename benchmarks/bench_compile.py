@@ -1,6 +1,6 @@
 """Wall time against trip count: flash attention at 4 and at 64 KV tiles, and the two-section ping-pong.
 
-python benchmarks/bench_compile.py [--json]
+python benchmarks/bench_compile.py [--long-tiles 512] [--json]
 
 The claim is the wall time of a first ``ascjax.run`` with all checks on, as a fresh process
 would run it (after ``ascjax.clear_caches()``, without the persistent compilation cache): the
@@ -9,7 +9,8 @@ loop of ascjax is recorded once with its operands stacked and computed as a ``la
 64-tile figure should equal the 4-tile one within 20 %. The compile of both planes as one program
 (``planes`` under ``jit``, what a run with traced parameters compiles) is reported beside it. The
 process runs one kernel first (its own first run pays for imports and JAX's first traces), then
-the two sizes in turn, twice, and keeps each one's fastest.
+the two sizes in turn, twice, and keeps each one's fastest. ``--long-tiles N`` also times the ping-pong's
+first run at N tiles against its 4-tile one (no target: how a long loop's first run grows).
 """
 
 import pathlib
@@ -67,14 +68,22 @@ def flash_attention_seconds(kv_tiles: int, head_dim=64) -> dict:
     }
 
 
-def pingpong_seconds(tiles: int) -> dict:
+def _pingpong_args(tiles: int) -> tuple:
     x = {n: jnp.asarray(v) for n, v in pingpong.inputs(n_max=tiles).items()}
     outputs = {"out": ((tiles * pingpong.ROWS, pingpong.D), "float32")}
-    args = (pingpong.pingpong_sections_kernel, "950", x, outputs, {"n": jnp.int32(tiles), "n_max": tiles})
+    return pingpong.pingpong_sections_kernel, "950", x, outputs, {"n": jnp.int32(tiles), "n_max": tiles}
+
+
+def pingpong_seconds(tiles: int) -> dict:
+    args = _pingpong_args(tiles)
     return {f"{tiles}_tiles_first_run_s": first_run_seconds(*args), f"{tiles}_tiles_compile_s": compile_seconds(*args)}
 
 
-def measure(few=4, many=64, repeats=2) -> dict:
+def pingpong_first_run_seconds(tiles: int) -> float:
+    return first_run_seconds(*_pingpong_args(tiles))
+
+
+def measure(few=4, many=64, repeats=2, long_tiles=0) -> dict:
     pingpong_seconds(few)  # the process's own first run (imports, JAX's first traces) counts against neither size
     measures = {
         "flash attention (64 queries, d 64)": flash_attention_seconds,
@@ -92,8 +101,13 @@ def measure(few=4, many=64, repeats=2) -> dict:
             ratio = t[f"{many}_tiles_{what}_s"] / t[f"{few}_tiles_{what}_s"]
             target = 1.2 if what == "first_run" else None  # the issue's claim is the wall time
             claims.append(claim(f"{label}, {name}: {many} / {few} tiles", ratio, target))
+    if long_tiles:  # a long loop's first run against the short one's, the ping-pong's alone (no target)
+        longest = min(pingpong_first_run_seconds(long_tiles) for _ in range(repeats))
+        timings["two-section ping-pong"][f"{long_tiles}_tiles_first_run_s"] = longest
+        ratio = longest / timings["two-section ping-pong"][f"{few}_tiles_first_run_s"]
+        claims.append(claim(f"first run, two-section ping-pong: {long_tiles} / {few} tiles", ratio, None))
     return {"benchmark": f"wall time at {few} and {many} tiles (checks on)", "timings": timings, "claims": claims}
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(__doc__, measure))
+    raise SystemExit(main(__doc__, measure, long_tiles=0))
