@@ -666,3 +666,29 @@ def test_the_candidate_race_pairs_are_every_overlapping_pair_on_two_queues(kv_ti
     got = _tables._pairs(t, acc)
     assert len(got) > 0
     np.testing.assert_array_equal(got, np.stack([w[a], b], axis=1))
+
+
+def test_the_tables_lists_are_those_of_the_quadratic_definitions():
+    """On random footprints, the race check's instances and each pair's places among them are ``np.unique``'s, and the
+    uninitialised-write list is the writes that overlap a listed read (the writes x reads matrix the tables no longer
+    build)."""
+    import types
+
+    from ascjax.engine import _tables
+
+    rng = np.random.default_rng(7)
+    inst = rng.integers(0, 300, (5000, 2))
+    members, places = _tables._members_of(inst, 300)
+    want_members, want_places = np.unique(inst.reshape(-1), return_inverse=True)
+    np.testing.assert_array_equal(members, want_members)
+    np.testing.assert_array_equal(places.reshape(-1), want_places.reshape(-1))
+    n_atoms = 200
+    lo = rng.integers(0, n_atoms, 400)
+    hi = np.minimum(lo + rng.integers(1, 12, 400), n_atoms)
+    acc = {"lo": lo, "hi": hi, "write": rng.random(400) < 0.8}
+    t = types.SimpleNamespace(atom_init=rng.random(n_atoms) < 0.97, n_atoms=n_atoms)
+    reads, writes = _tables._uninit(t, acc)
+    w = np.flatnonzero(acc["write"])
+    near = (lo[w][:, None] < hi[reads][None, :]) & (lo[reads][None, :] < hi[w][:, None])
+    assert 0 < len(writes) < len(w) and len(reads) > 0
+    np.testing.assert_array_equal(writes, w[np.any(near, axis=1)])
