@@ -55,3 +55,16 @@ def _bounded_jit_caches():
     yield
     if _rss_bytes() > CACHE_RSS_LIMIT_BYTES:
         jax.clear_caches()
+
+
+def primitive_counts(eqns, counts=None) -> dict:
+    """How many equations of each primitive ``eqns`` hold, those of the jaxprs they call included."""
+    counts = {} if counts is None else counts
+    for eqn in eqns:
+        counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else [param]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    primitive_counts(inner.eqns, counts)
+    return counts

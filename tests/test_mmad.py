@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import ON_GPU
+from conftest import ON_GPU, primitive_counts
 
 import ascjax as aj
 from ascjax import Buffer, Verdict
@@ -826,16 +826,5 @@ def test_a_static_k_over_every_column_masks_no_operand(k_valid, masked):
 
     eqns = jax.make_jaxpr(product)(state).jaxpr.eqns
     barrier = [e.primitive.name for e in eqns].index("optimization_barrier")
-    before = _primitive_names(eqns[:barrier])  # the operands as the product reads them
+    before = primitive_counts(eqns[:barrier])  # the operands as the product reads them
     assert ("select_n" in before) == masked
-
-
-def _primitive_names(eqns) -> set[str]:
-    """The primitives of ``eqns`` and of the jaxprs they call."""
-    names = set()
-    for e in eqns:
-        names.add(e.primitive.name)
-        inner = e.params.get("jaxpr")
-        if inner is not None:
-            names |= _primitive_names(getattr(inner, "jaxpr", inner).eqns)
-    return names

@@ -13,7 +13,7 @@ import numpy as np
 import phases
 import pytest
 import zero_trip as zt
-from conftest import KERNELS, ROOT
+from conftest import KERNELS, ROOT, primitive_counts
 
 import ascjax as aj
 from ascjax.tools.cli import main, parse_grid
@@ -140,19 +140,6 @@ def _counted(k, trips=2, phase=aj.AccPhase.Final):
     k.range(4, step, count=trips)
 
 
-def _primitives(jaxpr, counts=None) -> dict:
-    """How many equations of each primitive ``jaxpr`` holds, its sub-jaxprs' included."""
-    counts = {} if counts is None else counts
-    for eqn in jaxpr.eqns:
-        counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (list, tuple)) else [param]:
-                inner = getattr(sub, "jaxpr", sub)
-                if hasattr(inner, "eqns"):
-                    _primitives(inner, counts)
-    return counts
-
-
 def test_a_static_count_of_every_iteration_is_the_plain_loop():
     """``count=n`` runs every iteration: no per-iteration test in the data plane, the record of no count."""
     x = zt.inputs()["x"]
@@ -161,7 +148,9 @@ def test_a_static_count_of_every_iteration_is_the_plain_loop():
     def run(n):
         return aj.run(zt.zero_trip_kernel, {"x": x}, outputs, params={"n": n, "variant": "fixed"})
 
-    counted, plain = (_primitives(jax.make_jaxpr(lambda n=n: run(n).outputs)().jaxpr) for n in (zt.N_MAX, None))
+    counted, plain = (
+        primitive_counts(jax.make_jaxpr(lambda n=n: run(n).outputs)().jaxpr.eqns) for n in (zt.N_MAX, None)
+    )
     assert counted == plain
     a, b = run(zt.N_MAX), run(None)
     assert all(np.array_equal(a.record.operands[n], b.record.operands[n]) for n in b.record.operands)

@@ -550,10 +550,10 @@ def _scan_batched(args, body, body_consts, num_consts: int, num_carry: int, want
     ``vmap``ped over the scanned operands (an iteration's outputs depend on its own operands alone, so the order of
     the iterations is no matter). Operands no needed output reads come in as None: zeros stand in for them."""
     kept = [j for j in range(num_carry, len(body.outvars)) if wanted[j]]
+    n_fixed = num_consts + num_carry  # constants and carries: the same for every iteration
     key = (id(body), wanted, length)
     hit = _BATCHED.get(key)
     if hit is None or hit[0] is not body:
-        n_fixed = num_consts + num_carry
 
         def iteration(fixed, scanned):
             out = jax.core.eval_jaxpr(body, body_consts, *fixed, *scanned)
@@ -566,7 +566,6 @@ def _scan_batched(args, body, body_consts, num_consts: int, num_carry: int, want
             _BATCHED.clear()
         hit = _BATCHED[key] = (body, jax.make_jaxpr(jax.vmap(iteration, in_axes=(None, 0)))(fixed, scanned))
     stand_in = lambda v, x, lead=(): np.zeros((*lead, *v.aval.shape), v.aval.dtype) if x is None else x
-    n_fixed = num_consts + num_carry
     operands = [stand_in(v, x) for v, x in zip(body.invars[:n_fixed], args[:n_fixed])]
     operands += [stand_in(v, x, (length,)) for v, x in zip(body.invars[n_fixed:], args[n_fixed:])]
     ys = iter(eval_jaxpr(hit[1], *operands))

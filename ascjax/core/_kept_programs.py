@@ -81,14 +81,14 @@ class KeptPrograms:
                 self._programs.popitem(last=False)
             make = contextvars.copy_context().run
             if background:
-                threading.Thread(target=make, args=(self._compile, dynamic, static, *hit), daemon=True).start()
+                threading.Thread(target=make, args=(self._compile, key, dynamic, static, *hit), daemon=True).start()
             else:
-                make(self._compile, dynamic, static, *hit)
+                make(self._compile, key, dynamic, static, *hit)
         else:
             self._programs.move_to_end(key)
         return hit
 
-    def _compile(self, dynamic, static, shapes: Future, program: Future) -> None:
+    def _compile(self, key, dynamic, static, shapes: Future, program: Future) -> None:
         out_static = []
 
         def arrays_out(d):
@@ -105,7 +105,7 @@ class KeptPrograms:
             for future in (shapes, program):
                 if not future.done():
                     future.set_exception(error)
-            self._programs.pop(_key(dynamic, static), None)
+            self._programs.pop(key, None)
             if not isinstance(error, Exception):
                 raise
 

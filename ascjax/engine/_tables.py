@@ -372,7 +372,7 @@ def _members_of(inst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     present = np.zeros(n, bool)
     present[inst.reshape(-1)] = True
     place = np.cumsum(present) - 1
-    return np.flatnonzero(present), place[inst].astype(np.int64)
+    return np.flatnonzero(present), place[inst].astype(np.int32)
 
 
 def _by_span(idx: np.ndarray, span_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -387,10 +387,9 @@ def _uninit(t: Template, acc: dict):
     reads = np.flatnonzero(~acc["write"] & (not_init[acc["hi"]] > not_init[acc["lo"]]))
     w = np.flatnonzero(acc["write"])
     lo, hi = acc["lo"], acc["hi"]
-    edges = np.zeros(t.n_atoms + 1, np.int64)  # +1 where a listed read's atoms begin, -1 where they end
-    np.add.at(edges, lo[reads], 1)
-    np.add.at(edges, hi[reads], -1)
-    read_atoms = np.concatenate([[0], np.cumsum(np.cumsum(edges)[:-1] > 0)])  # prefix counts of atoms a read covers
+    # +1 where a listed read's atoms begin, -1 where they end; then the prefix counts of the atoms a read covers
+    edges = np.bincount(lo[reads], minlength=t.n_atoms + 1) - np.bincount(hi[reads], minlength=t.n_atoms + 1)
+    read_atoms = np.concatenate([[0], np.cumsum(np.cumsum(edges)[:-1] > 0)])
     return reads.astype(np.int32), w[read_atoms[hi[w]] > read_atoms[lo[w]]].astype(np.int32)
 
 
