@@ -4,8 +4,11 @@ The loop leaves, per executed instance, the step it started at, the step it comp
 its vector clock. That is all happens-before needs: ``a`` happens before ``b`` when ``b``'s
 clock has seen ``a``'s epoch (its own entry in its own clock). Each check is a vectorised pass:
 
-- **races**: every candidate pair of the tables (a write and another queue's access whose
-  footprints overlap) whose ranges really overlap and that neither orders; the hazard follows
+- **races**: every pair of a write and another queue's access whose ranges really overlap and that neither
+  orders. Happens-before is monotone along a queue, so those are found per window of the tables (a write and a
+  group of another queue's accesses of one footprint) in the range the write is unordered with, a few accesses a
+  pass (``Windows``, ``pair_checks``): linear in the accesses, where every overlapping pair is quadratic in a
+  loop's trip count. The hazard follows
   program order on one core and, across cores, the order the bytes were really touched in (a
   read samples at its start, a write lands at its completion), except that a read of bytes no
   write had landed on yet, and what follows it on its core, was meant to follow the write (a
@@ -93,78 +96,165 @@ class Accesses:
         self.live = self.on & self.ok
 
 
-class Pairs:
-    """Every candidate pair of the tables (a write and another queue's access whose footprints overlap), as this
-    scenario ran it: its access slots and instances, whether both happened on overlapping bytes, and which one
-    happens-before the other (neither: a race)."""
+class Windows:
+    """The part of each window's group (``_tables._windows``) that the pair checks look at in this scenario's run.
 
-    def __init__(self, st: Static, log: Log, acc: Accesses):
-        w, o = st.pair_write, st.pair_other
+    Happens-before is monotone along a queue: the accesses of a queue ordered before a write are a prefix of its
+    places (the write's clock counts them), those ordered after it a suffix (from the first whose clock has seen the
+    write's epoch). What lies between is unordered with the write, and a window's range is the part of its group there;
+    on one core it also reaches the write's place in program order, so that it holds the accesses sync ran against
+    program order. The ranges are looked at ``win_width`` accesses a pass, ``passes`` passes in all: one on a correct
+    kernel, more where a missing sync leaves a write unordered with much of a queue."""
+
+    def __init__(self, st: Static, op, pl: Plan, log: Log, acc: Accesses):
+        n, length = st.n_instances, pl.qlist.shape[1]
+        enabled = (st.qlist >= 0) & op["enable"][jnp.clip(st.qlist, 0)]
+        place = (jnp.cumsum(enabled, axis=1) - enabled).astype(jnp.int32)  # the enabled instances before it
+        place = jnp.zeros(n, jnp.int32).at[jnp.where(st.qlist >= 0, st.qlist, n)].set(place, mode="drop")
+        wi = st.acc_inst[st.win_write]
+        qw, qo = st.queue[wi], st.win_queue
+
+        def group_place(i):  # the queue place of the group's i-th access
+            last = jnp.maximum(st.win_length - 1, 0)
+            return place[st.acc_inst[st.win_acc[st.win_start + jnp.clip(i, 0, last)]]]
+
+        def seen(i):  # what the instance at the group's i-th access's place has seen of the write's queue (BIG: it
+            # has not run); a disabled access's place is that of the queue's next enabled instance
+            h = pl.qlist[qo, jnp.clip(group_place(i), 0, length - 1)]
+            ran = (h >= 0) & log.started[jnp.clip(h, 0)]
+            return jnp.where(ran, log.clock[jnp.clip(h, 0), qw], BIG)
+
+        # the accesses ordered before the write (places its clock counts), and from where they are ordered after it
+        lo, hi = _lower_bounds([(group_place, log.clock[wi, qo]), (seen, log.epoch[wi])], st.win_length,
+                               st.win_acc.shape[0])  # fmt: skip
+        same_core = st.win_split >= 0
+        lo = jnp.where(same_core, jnp.minimum(lo, st.win_split), lo)
+        hi = jnp.where(same_core, jnp.maximum(hi, st.win_split), hi)
+        self.lo = lo
+        self.hi = jnp.where(st.win_valid & acc.live[st.win_write], hi, lo)  # a write that never landed: nothing
+        width = jnp.maximum(st.win_width, 1)
+        self.passes = jnp.max(jax.lax.div(self.hi - self.lo + width - 1, width))
+
+    def pairs(self, st: Static, log: Log, acc: Accesses, k) -> Pairs:
+        """The candidate pairs of pass ``k``: each window's next ``win_width`` accesses of its range."""
+        t = st.slot_win
+        i = self.lo[t] + k * st.win_width[t] + st.slot_place
+        o = st.win_acc[st.win_start[t] + jnp.clip(i, 0, jnp.maximum(st.win_length[t] - 1, 0))]
+        w = st.win_write[t]
+        valid = st.slot_valid & (i < self.hi[t]) & (~st.acc_write[o] | (w < o))  # a write-write pair once
+        return Pairs(st, log, acc, w, o, valid)
+
+
+def _lower_bounds(searches: list, n, n_max: int) -> list:
+    """For each ``(value, target)``, per row the first ``i`` in ``[0, n)`` with ``value(i) >= target`` (``n`` where
+    none), ``value`` being non-decreasing in ``i``: binary searches of ``n_max.bit_length()`` steps, side by side."""
+
+    def step(_, bounds):
+        out = []
+        for (value, target), (lo, hi) in zip(searches, bounds):
+            mid = jax.lax.div(lo + hi, 2)  # non-negative: no floor-division corrections
+            less = value(mid) < target
+            active = lo < hi
+            out.append((jnp.where(active & less, mid + 1, lo), jnp.where(active & ~less, mid, hi)))
+        return out
+
+    start = [(jnp.zeros_like(n), n)] * len(searches)
+    return [lo for lo, _ in jax.lax.fori_loop(0, max(int(n_max), 1).bit_length(), step, start)]
+
+
+class Pairs:
+    """Candidate pairs (``w`` a write access, ``o`` an access of another queue; ``valid``), as this scenario ran them:
+    their instances, whether both happened on overlapping bytes, and which one happens-before the other (neither: a
+    race)."""
+
+    def __init__(self, st: Static, log: Log, acc: Accesses, w, o, valid):
         wi, oi = st.acc_inst[w], st.acc_inst[o]
         self.o_writes = st.acc_write[o]
-        q = st.n_queues
-        clock_wo, clock_ow = oi * q + st.queue[wi], wi * q + st.queue[oi]
         self.w, self.o, self.wi, self.oi = w, o, wi, oi
         overlap = jnp.maximum(acc.lo[w], acc.lo[o]) < jnp.minimum(acc.hi[w], acc.hi[o])
-        self.conflict = st.pair_valid & acc.live[w] & acc.live[o] & overlap
-        clock, epoch = log.clock.reshape(-1), log.epoch
-        self.w_before_o = clock[clock_wo] >= epoch[wi]  # the other's clock has seen the write's epoch
-        self.o_before_w = clock[clock_ow] >= epoch[oi]
+        self.conflict = valid & acc.live[w] & acc.live[o] & overlap
+        self.w_before_o = log.clock[oi, st.queue[wi]] >= log.epoch[wi]  # the other's clock has seen the write's epoch
+        self.o_before_w = log.clock[wi, st.queue[oi]] >= log.epoch[oi]
+        self.race = self.conflict & ~self.w_before_o & ~self.o_before_w
+        self.same_core = st.core[wi] == st.core[oi]
 
 
-def races(st: Static, log: Log, acc: Accesses, pairs: Pairs, landed=None) -> dict:
-    """Per instance of a candidate pair, its first race (the earliest of its events that found one).
+def pair_checks(st: Static, log: Log, acc: Accesses, win: Windows, landed=None, races: bool = True):
+    """``(races' rows or None, reordered)`` from every window's range, pass by pass.
 
-    ``landed``: per atom, the first step a write landed on it (``first_landed``); ``None`` where no read can
-    touch bytes of no input."""
-    w, o, wi, oi, o_writes = pairs.w, pairs.o, pairs.wi, pairs.oi, pairs.o_writes
-    race = pairs.conflict & ~pairs.w_before_o & ~pairs.o_before_w
-    atom = jnp.maximum(acc.lo[w], acc.lo[o])
-    # the later of the two finds the race: in program order on one core, in the order the bytes were touched
-    # across cores (semantics §8 "race hazard labels")
-    same_core = st.core[wi] == st.core[oi]
-    w_first = jnp.where(same_core, st.pidx[wi] < st.pidx[oi], acc.step[w] < acc.step[o])
-    if landed is not None:
-        w_first |= ~same_core & _meant_after(st, acc, pairs, race, atom, landed)
-    at_end = ~w_first | o_writes  # the reporter's event is a completion (its write landing)
-    # per reporter, its earliest event first (a start precedes its own completion), then the first pair
-    n_pairs = w.shape[0]
-    key = jnp.where(race, at_end * n_pairs + jnp.arange(n_pairs), BIG)
-    best = jnp.full(st.race_inst.shape, BIG, jnp.int32)
-    best = best.at[st.pair_reporter[:, 1]].min(jnp.where(w_first, key, BIG))
-    best = best.at[st.pair_reporter[:, 0]].min(jnp.where(w_first, BIG, key))
-    hit = best < BIG
-    p = jnp.where(hit, best % n_pairs, 0)
+    **Races** (``races``): per instance of a window, its first race (the earliest of its events that found one). The
+    hazard follows program order on one core and, across cores, the order the bytes were touched in, except that a
+    read of bytes of no input that no write had landed on yet, and what follows it on its core, was meant to follow
+    the write (a missing READY reads RAW); the finding belongs to the later of the two. Per reporter its earliest
+    event first (a start precedes its own completion), then the first pair in the order (write, other access).
+    ``landed``: per atom, the first step a write landed on it (``first_landed``); ``None`` where no read can touch
+    bytes of no input. Those fresh reads are found in a first round of passes, the races in a second.
+
+    **Reordered**: the first pair, in that order, of conflicting accesses of one core that happens-before orders against
+    program order: ``(the instance that ran first though later in program order, the earlier one)``, or ``(-1, -1)``.
+    """
+    n_acc = st.acc_inst.shape[0]
+    rounds = 2 if races and landed is not None else 1
+    passes = jnp.maximum(win.passes, 1)
+
+    def write_first(wi, oi, w, o, first):  # the write is the earlier of the two
+        same_core = st.core[wi] == st.core[oi]
+        before = jnp.where(same_core, st.pidx[wi] < st.pidx[oi], acc.step[w] < acc.step[o])
+        if rounds == 1:
+            return before
+        return before | (~same_core & (st.pidx[oi] >= first[wi * N_CORES + st.core[oi]]))
+
+    def step(carry):
+        k, first, best, reorder = carry
+        p, last = win.pairs(st, log, acc, jax.lax.rem(k, passes)), jax.lax.div(k, passes) == rounds - 1
+        if rounds == 2:  # round 0: per write and reading core, its first fresh read in that core's order
+            safe = jnp.clip(jnp.maximum(acc.lo[p.w], acc.lo[p.o]), 0, st.n_atoms - 1)
+            fresh = ~last & p.race & ~p.o_writes & ~st.atom_init[safe] & (landed[safe] > acc.step[p.o])
+            first = first.at[p.wi * N_CORES + st.core[p.oi]].min(jnp.where(fresh, st.pidx[p.oi], BIG))
+        if races:
+            w_first = write_first(p.wi, p.oi, p.w, p.o, first)
+            at_end = ~w_first | p.o_writes  # the reporter's event is a completion (its write landing)
+            key = jnp.where(last & p.race, at_end * n_acc + p.w, BIG)
+            best = _first_of(best, jnp.where(w_first, st.race_place[p.oi], st.race_place[p.wi]), key, p.o)
+        against = (p.w_before_o & (st.pidx[p.oi] < st.pidx[p.wi])) | (p.o_before_w & (st.pidx[p.wi] < st.pidx[p.oi]))
+        hit = last & p.conflict & p.same_core & against
+        reorder = _first_of(reorder, None, jnp.where(hit, p.w, BIG), p.o)
+        return k + 1, first, best, reorder
+
+    none = lambda *shape: (jnp.full(shape, BIG, jnp.int32),) * 2  # noqa: E731
+    start = (jnp.int32(0), jnp.full((st.n_instances * N_CORES,), BIG, jnp.int32), none(st.race_inst.shape[0]), none())
+    _, first, best, reorder = jax.lax.while_loop(lambda c: c[0] < rounds * win.passes, step, start)
+
+    found = reorder[0] < BIG
+    w, o = jnp.where(found, reorder[0], 0), jnp.where(found, reorder[1], 0)
+    wi, oi = st.acc_inst[w], st.acc_inst[o]
+    ran_first = (log.clock[oi, st.queue[wi]] >= log.epoch[wi]) & (st.pidx[oi] < st.pidx[wi])
+    reordered = jnp.where(found, jnp.where(ran_first, jnp.stack([wi, oi]), jnp.stack([oi, wi])), -1)
+    if not races:
+        return None, reordered.astype(jnp.int32)
+    hit = best[0] < BIG
+    w, o = jnp.where(hit, jax.lax.rem(best[0], n_acc), 0), jnp.where(hit, best[1], 0)
+    wi, oi, o_writes = st.acc_inst[w], st.acc_inst[o], st.acc_write[o]
+    w_first = write_first(wi, oi, w, o, first)
     inst = st.race_inst
-    hazard = jnp.where(o_writes[p], WAW, jnp.where(w_first[p], RAW, WAR))
-    step = jnp.where(best // n_pairs == 1, log.end_step[inst], log.start_step[inst])
-    other = jnp.where(w_first[p], wi[p], oi[p])
-    return rows(hit, Finding.RACE, inst, other, atom[p], hazard, step)
+    hazard = jnp.where(o_writes, WAW, jnp.where(w_first, RAW, WAR))
+    step_at = jnp.where(hit & (best[0] >= n_acc), log.end_step[inst], log.start_step[inst])
+    atom = jnp.maximum(acc.lo[w], acc.lo[o])
+    found_rows = rows(hit, Finding.RACE, inst, jnp.where(w_first, wi, oi), atom, hazard, step_at)
+    return found_rows, reordered.astype(jnp.int32)
 
 
-def _meant_after(st: Static, acc: Accesses, pairs: Pairs, race, atom, landed):
-    """Per pair across cores, whether the other access was meant to follow the write (a missing READY).
-
-    A read of bytes of no input that no write had landed on yet has nothing to read but the write it races
-    with, so it was meant to follow it, whichever ran first. So was everything after that read on its core."""
-    wi, oi = pairs.wi, pairs.oi
-    safe = jnp.clip(atom, 0, st.n_atoms - 1)
-    fresh = race & ~pairs.o_writes & ~st.atom_init[safe] & (landed[safe] > acc.step[pairs.o])
-    at = wi * N_CORES + st.core[oi]  # per write and reading core, the first fresh read in that core's order
-    first = jnp.full((st.n_instances * N_CORES,), BIG, jnp.int32).at[at].min(jnp.where(fresh, st.pidx[oi], BIG))
-    return st.pidx[oi] >= first[at]
-
-
-def reordered(st: Static, pairs: Pairs):
-    """The first pair of conflicting accesses of one core that happens-before orders against program order:
-    ``(the instance that ran first though later in program order, the earlier one)``, or ``(-1, -1)``."""
-    wi, oi = pairs.wi, pairs.oi
-    write_first = pairs.w_before_o & (st.pidx[oi] < st.pidx[wi])
-    other_first = pairs.o_before_w & (st.pidx[wi] < st.pidx[oi])
-    hit = pairs.conflict & (st.core[wi] == st.core[oi]) & (write_first | other_first)
-    p = jnp.argmax(hit)
-    pair = jnp.where(write_first[p], jnp.stack([wi[p], oi[p]]), jnp.stack([oi[p], wi[p]]))
-    return jnp.where(hit[p], pair, -1).astype(jnp.int32)
+def _first_of(best, at, key, second):
+    """``best`` (per place: the least ``key`` and, among its holders, the least ``second``) with ``(key, second)``
+    at the places ``at`` taken in (``key`` BIG: nothing; ``at`` None: one place, ``best`` scalars)."""
+    key1, key2 = best
+    if at is None:
+        k1 = jnp.min(key)
+        k2 = jnp.min(jnp.where((key < BIG) & (key == k1), second, BIG))
+    else:
+        k1 = jnp.full_like(key1, BIG).at[at].min(key)
+        k2 = jnp.full_like(key2, BIG).at[at].min(jnp.where((key < BIG) & (key == k1[at]), second, BIG))
+    return jnp.minimum(key1, k1), jnp.where(k1 < key1, k2, jnp.where(k1 == key1, jnp.minimum(key2, k2), key2))
 
 
 def small_tile(st: Static, op, log: Log) -> dict:

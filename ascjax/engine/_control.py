@@ -82,12 +82,13 @@ def _checked(st: Static, op: dict, options: ControlOptions, pl, m: Machine, even
     """The checks and the ranked log of one event loop's run (``_run``'s ``sanitize``)."""
     log = _checks.Log(st, events)
     acc = _checks.Accesses(st, op, log)
-    pairs = _checks.Pairs(st, log, acc)
     run = st.checked if options.sanitize or sanitize is not None else st.checked - SANITIZER
     # no listed read of bytes of no input: every read has something to read, and no write needs its landing
     landed = _checks.first_landed(st, acc) if "uninitialised" in run else None
+    windows = _checks.Windows(st, op, pl, log, acc)
+    race_rows, reordered = _checks.pair_checks(st, log, acc, windows, landed, races="races" in run)
     checks = {
-        "races": lambda: _checks.races(st, log, acc, pairs, landed),
+        "races": lambda: race_rows,
         "small_tile": lambda: _checks.small_tile(st, op, log),
         "sync_events": lambda: _checks.sync_events(st, log),
         "event_ids": lambda: _checks.event_ids(st, op, log),
@@ -110,7 +111,7 @@ def _checked(st: Static, op: dict, options: ControlOptions, pl, m: Machine, even
     landed = jnp.where(log.end_t >= 0, log.end_t + pl.table[:, Col.FLIGHT], -1)  # a DMA request: after its flight
     return ControlResult(
         findings=findings, n_findings=n_findings, dropped=dropped, start=log.start_t[:n], end=landed[:n], leave=log.end_t[:n],
-        source=log.source[:n], racy=racy, ran=log.start_t >= 0, reordered=_checks.reordered(st, pairs),
+        source=log.source[:n], racy=racy, ran=log.start_t >= 0, reordered=reordered,
         deadlocked=m.stuck | ~m.done, events=jnp.sum(events.kind != 0).astype(jnp.int32), machine=m,
     )  # fmt: skip
 

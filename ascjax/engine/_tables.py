@@ -5,10 +5,11 @@ are traced arrays, and only the padded sizes are static. Small records are padde
 class (``SIZE_CLASSES``), so they all share one program. Built once per template and options
 (cached), as NumPy arrays: the control plane's ``filter_jit`` traces them.
 
-Besides the queues and sync resources, the tables hold the candidate conflict pairs: every
-(write, access) pair of two queues whose footprints overlap. Footprints are static (tiles
-and windows are static; a traced slot choice picks among known candidates), so which pairs
-can ever conflict is known now and the race check after the event loop looks at those only.
+Besides the queues and sync resources, the tables hold the race check's windows: each write
+with each group of another queue's accesses (one footprint, in program order) that overlaps
+it. Footprints are static (tiles and windows are static; a traced slot choice picks among
+known candidates), so which accesses can ever conflict is known now; the race check after the
+event loop looks, per window, at the range of the group the write is unordered with.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ INSTANCE_FLOOR = 64
 #: narrow ones (a tile, a unit-flag block) and at the widest one's span only for the few wide ones (a store of a
 #: GM output cut at every row): a K loop's 192 narrow writes and one wide one are 1,024 atom updates, not 16,384.
 NARROW_SPAN = 4
-PAIR_FLOOR = 64
+#: Candidates one pass of the race check looks at per window (``_windows``). On the correct kernels a write is
+#: unordered with at most 6 accesses of one window (flash attention at 64 KV tiles; ping-pong at 64 tiles: 3); a wider
+#: range (a kernel missing its sync) takes more passes, never a larger program.
+WINDOW_SLOTS = 8
+WINDOW_FLOOR, WINDOW_SLOT_FLOOR = 16, 64
+#: Footprint pairs compared at once while the windows are built (a bound on that step's memory).
+OVERLAP_CHUNK = 1 << 24
 LIST_FLOOR = 8
 READ_SLOT_FLOOR, WRITE_SLOT_FLOOR = 4, 2
 #: The checks' groups of static finding rows, in the order the log concatenates them.
@@ -72,12 +79,23 @@ class Static(eqx.Module):
     acc_write: Bool[Array, " M"]
     acc_valid: Bool[Array, " M"]  # a real access (the last is always padding: lists that compute, not only
     # report, are padded with it)
-    # candidate conflict pairs: a write access and another queue's access whose footprints overlap
-    pair_write: Int[Array, " P"]  # access index
-    pair_other: Int[Array, " P"]
-    pair_valid: Bool[Array, " P"]
-    race_inst: Int[Array, " Nr"]  # instances that appear in a pair
-    pair_reporter: Int[Array, "P 2"]  # index into race_inst of the write's and the other's instance
+    # the race check's windows (``_windows``): a write access and a group of another queue's accesses (one footprint,
+    # in program order) that overlaps it
+    win_acc: Int[Array, " M"]  # every access, group after group (padding: the padding access)
+    win_write: Int[Array, " T"]  # the window's write (an access)
+    win_start: Int[Array, " T"]  # its group: where it begins in ``win_acc`` and how long it is
+    win_length: Int[Array, " T"]
+    win_width: Int[Array, " T"]  # its slots: at most ``WINDOW_SLOTS``
+    win_queue: Int[Array, " T"]  # the group's queue
+    win_split: Int[
+        Array, " T"
+    ]  # same core: the group's accesses after the write in program order start here (-1: across cores)
+    win_valid: Bool[Array, " T"]
+    slot_win: Int[Array, " S"]  # per slot of a pass, its window and its place in it
+    slot_place: Int[Array, " S"]
+    slot_valid: Bool[Array, " S"]
+    race_inst: Int[Array, " Nr"]  # instances that appear in a window
+    race_place: Int[Array, " N"]  # per instance, its index in race_inst (0 where it has none)
     # which accesses the other checks look at
     # reads whose footprint holds bytes of no input, and the writes that may land on such bytes: each list the
     # narrow accesses (at most ``NARROW_SPAN`` atoms) first, ``uninit_narrow_rows`` rows, then the wide ones
@@ -155,7 +173,7 @@ def static(t: Template, options: ControlOptions, shared: bool = True) -> Static:
 #: microseconds). A record past every class keeps its own power-of-two buckets.
 _SMALL = {
     "instances": 128, "queues": 16, "queue_length": 64, "channels": 4, "uf_atoms": 8, "fences": 16,
-    "counters": 2, "atoms": 1024, "accesses": 256, "pairs": 512, "race_rows": 128, "sync_rows": 64,
+    "counters": 2, "atoms": 1024, "accesses": 256, "windows": 256, "window_slots": 512, "race_rows": 128, "sync_rows": 64,
     "id_rows": 16, "uninit_rows": 128, "uninit_write_rows": 128, "uninit_wide_rows": 32, "uninit_wide_write_rows": 32,
     "bound_rows": 32, "fault_rows": 16, "seg_major_rows": 32, "seg_major_depth": 64, "seg_minor_rows": 32,
     "seg_minor_depth": 64, "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 64, "read_slots": 16,
@@ -163,7 +181,7 @@ _SMALL = {
 }  # fmt: skip
 _MEDIUM = {
     "instances": 512, "queues": 16, "queue_length": 256, "channels": 4, "uf_atoms": 16, "fences": 64,
-    "counters": 4, "atoms": 4096, "accesses": 1024, "pairs": 4096, "race_rows": 512, "sync_rows": 256,
+    "counters": 4, "atoms": 4096, "accesses": 1024, "windows": 2048, "window_slots": 4096, "race_rows": 512, "sync_rows": 256,
     "id_rows": 64, "uninit_rows": 512, "uninit_write_rows": 512, "uninit_wide_rows": 128, "uninit_wide_write_rows": 128,
     "bound_rows": 128, "fault_rows": 64, "seg_major_rows": 64, "seg_major_depth": 256, "seg_minor_rows": 64,
     "seg_minor_depth": 256, "uninit_span": 128, "uninit_write_span": 128, "flags": 16, "entries": 128, "read_slots": 32,
@@ -225,9 +243,13 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
         size("write_slots", t.write_valid.shape[1], WRITE_SLOT_FLOOR),
     )
     acc = _accesses(t, n, widths)
-    pairs = _pairs(t, acc)
-    n_pairs = size("pairs", len(pairs), PAIR_FLOOR)
-    race_inst, reporter = _members_of(acc["inst"][pairs], t.n_instances)
+    win = _windows(t, acc)
+    race_inst = win["race_inst"]
+    n_win = size("windows", len(win["write"]), WINDOW_FLOOR)
+    width = np.minimum(win["length"], WINDOW_SLOTS)
+    n_slots = size("window_slots", int(width.sum()), WINDOW_SLOT_FLOOR)
+    race_place = np.zeros(n, np.int32)
+    race_place[race_inst] = np.arange(len(race_inst))
     uninit_reads, uninit_writes = _uninit(t, acc)
     narrow_reads, wide_reads = _by_span(uninit_reads, acc["span"])
     narrow_writes, wide_writes = _by_span(uninit_writes, acc["span"])
@@ -284,9 +306,12 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
         sub_channel=_pad(np.asarray([k[1] == SUB for k in t.channel_keys], bool), n_channels, False),
         acc_flat=_pad(acc["flat"], m, 0), acc_inst=_pad(acc["inst"], m, 0), acc_slot=_pad(acc["slot"], m, 0),
         acc_write=_pad(acc["write"], m, False), acc_valid=_pad(np.ones(acc["inst"].size, bool), m, False),
-        pair_write=listed(pairs[:, 0], n_pairs), pair_other=listed(pairs[:, 1], n_pairs),
-        pair_valid=valid(pairs, n_pairs),
-        race_inst=listed(race_inst, rows["race_rows"]), pair_reporter=_pad(reporter, (n_pairs, 2), 0),
+        win_acc=_pad(win["order"], m, m - 1), win_write=_pad(win["write"], n_win, m - 1),
+        win_start=listed(win["start"], n_win), win_length=listed(win["length"], n_win), win_width=listed(width, n_win),
+        win_queue=listed(win["queue"], n_win), win_split=_pad(win["split"], n_win, -1), win_valid=valid(width, n_win),
+        slot_win=listed(np.repeat(np.arange(len(width)), width), n_slots),
+        slot_place=listed(_ranges(np.zeros(len(width)), width), n_slots), slot_valid=valid(np.zeros(int(width.sum())), n_slots),
+        race_inst=listed(race_inst, rows["race_rows"]), race_place=race_place,
         uninit_reads=np.concatenate([listed(narrow_reads, rows["uninit_rows"]), listed(wide_reads, rows["uninit_wide_rows"])]),
         uninit_writes=np.concatenate([_pad(x, r, m - 1) for x, r in zip((narrow_writes, wide_writes), write_rows)]),  # padding: never lands
         bound_accs=listed(bound_accs, rows["bound_rows"]), id_inst=listed(id_inst, rows["id_rows"]),
@@ -364,6 +389,81 @@ def _pairs(t: Template, acc: dict) -> np.ndarray:
     # each space's pairs are in order already and no write is in two spaces: a stable sort by the write merges them
     pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]
     return pairs.astype(np.int32).reshape(-1, 2)
+
+
+def _windows(t: Template, acc: dict) -> dict:
+    """The race check's windows (``_checks.Windows``), built in time linear in the accesses and the windows.
+
+    Every access is in one *group*: the accesses of one footprint (its atom range) on one queue, in program order;
+    ``order`` lists the accesses group after group. A *window* is a write and a group of another queue whose footprint
+    overlaps the write's: the candidate conflict pairs of that write on that queue, in the order the queue runs them.
+    Happens-before is monotone along a queue, so the accesses a write is unordered with form one range of each
+    window's group; the check looks at that range only (``WINDOW_SLOTS`` at a time), where the list of every
+    overlapping pair grows with the square of a loop's trip count."""
+    lo, hi, queue, write, inst = acc["lo"], acc["hi"], acc["queue"], acc["write"], acc["inst"]
+    m = lo.size
+    if not m:
+        none = np.zeros(0, np.int32)
+        return dict(order=none, write=none, start=none, length=none, queue=none, split=none, race_inst=none)
+    space = t.atom_space[np.clip(lo, 0, max(t.n_atoms - 1, 0))] if t.n_atoms else np.zeros(m, np.int64)
+    feet, foot = np.unique(np.stack([space, lo, hi], axis=1).reshape(-1, 3), axis=0, return_inverse=True)
+    foot = foot.reshape(-1)
+    order = np.lexsort((np.arange(m), inst, queue, foot))  # by footprint, queue, then program order
+    key = foot[order].astype(np.int64) * max(t.n_queues, 1) + queue[order]
+    first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    g_start, g_len = first, np.diff(np.concatenate([first, [m]]))
+    g_foot, g_queue = foot[order[first]], queue[order[first]]
+    f_first = np.searchsorted(g_foot, np.arange(len(feet)))  # each footprint's groups: contiguous
+    f_count = np.searchsorted(g_foot, np.arange(len(feet)), side="right") - f_first
+    # (a written footprint, a footprint overlapping it in the same space), in order of the first
+    written = np.unique(foot[write])
+    overlaps = []
+    for part in np.array_split(written, max(1, written.size * len(feet) // OVERLAP_CHUNK + 1)):
+        a, b = feet[part], feet
+        hit = (a[:, None, 0] == b[None, :, 0]) & (a[:, None, 1] < b[None, :, 2]) & (b[None, :, 1] < a[:, None, 2])
+        i, j = np.nonzero(hit)
+        overlaps.append(np.stack([part[i], j], axis=1))
+    fo = np.concatenate(overlaps) if overlaps else np.zeros((0, 2), np.int64)
+    # (written footprint, group of an overlapping footprint), then (write, group) on another queue
+    fg_foot = np.repeat(fo[:, 0], f_count[fo[:, 1]])
+    fg_group = _ranges(f_first[fo[:, 1]], f_count[fo[:, 1]])
+    per_foot = np.bincount(fg_foot, minlength=len(feet))
+    fg_first = np.concatenate([[0], np.cumsum(per_foot)[:-1]])
+    w = np.flatnonzero(write)
+    tri_write = np.repeat(w, per_foot[foot[w]])
+    tri_group = fg_group[_ranges(fg_first[foot[w]], per_foot[foot[w]])]
+    keep = g_queue[tri_group] != queue[tri_write]
+    tri_write, tri_group = tri_write[keep], tri_group[keep]
+    queue_core = t.queues // len(Pipe)
+    same_core = t.core[inst[tri_write]] == queue_core[g_queue[tri_group]]
+    # a same-core window also holds the accesses that follow the write in program order: sync may run one first
+    pidx = t.pidx[inst[order]].astype(np.int64)
+    span = int(pidx.max(initial=0)) + 2
+    flat_key = np.repeat(np.arange(len(first)), g_len) * span + pidx
+    split = np.searchsorted(flat_key, tri_group * span + t.pidx[inst[tri_write]], side="right") - g_start[tri_group]
+    used = np.unique(tri_group)
+    listed = order[_ranges(g_start[used], g_len[used])]
+    race_inst, _ = _members_of(np.concatenate([inst[tri_write], inst[listed]]), t.n_instances)
+    return dict(
+        order=order.astype(np.int32),
+        write=tri_write.astype(np.int32),
+        start=g_start[tri_group].astype(np.int32),
+        length=g_len[tri_group].astype(np.int32),
+        queue=g_queue[tri_group].astype(np.int32),
+        split=np.where(same_core, split, -1).astype(np.int32),
+        race_inst=race_inst,
+    )
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + c) for s, c in zip(starts, counts)])``, without the loop."""
+    counts = np.asarray(counts, np.int64)
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    ends = np.cumsum(counts)
+    offset = np.repeat(np.asarray(starts, np.int64) - (ends - counts), counts)
+    return np.arange(total, dtype=np.int64) + offset
 
 
 def _members_of(inst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

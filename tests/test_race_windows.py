@@ -1,0 +1,168 @@
+"""The race check's windows against the quadratic definition it replaced.
+
+The tables no longer list every pair of overlapping accesses on two queues (their number grows with the square of a
+loop's trip count); the check walks, per write and group of another queue's accesses, the range happens-before leaves
+unordered (``_checks.Windows``), a few accesses a pass. Here random loops of cube instructions, their sync partly
+missing, partly ordering later instructions first, are checked both ways: the windows' races and reordered pair
+must be those of every pair of the definition, looked at all at once.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ascjax.core import N_CORES, RAW, WAR, WAW, Finding
+from ascjax.engine import ControlOptions, RecordBuilder, SyncLatency, _checks, _control, _tables
+
+PIPES = ("MTE2", "MTE1", "M", "FIX")
+RANGE_BYTES = 256
+BIG = _checks.BIG
+PAIRS = 8192  # the definition's pairs, padded (one compile)
+
+
+def _random_record(seed: int, trip: int):
+    """A loop of ``trip`` iterations of random instructions on the cube's four pipes over overlapping byte ranges of
+    L1 and GM; per iteration, flag pairs from a random order of the instructions (some dropped: races), a set
+    after the later one in that order, its wait before the earlier in program order where the order disagrees."""
+    rng = np.random.default_rng(seed)
+    b = RecordBuilder()
+    spaces = [b.space("L1:buf", 8 * RANGE_BYTES), b.space("GM:out", 8 * RANGE_BYTES)]
+    n_ops = int(rng.integers(3, 7))
+    ops = []
+    for _ in range(n_ops):
+        pipe = PIPES[int(rng.integers(0, len(PIPES)))]
+        touch = lambda: (spaces[int(rng.integers(0, 2))], _byte_range(rng))  # noqa: E731
+        reads = [touch() for _ in range(int(rng.integers(0, 3)))]
+        writes = [touch() for _ in range(int(rng.integers(0, 2)))]
+        ops.append((pipe, reads, writes, int(rng.integers(1, 40))))
+    intended = rng.permutation(n_ops)  # the order the sync asks for (not program order)
+    edges = {}
+    for a, c in zip(intended[:-1], intended[1:]):
+        src, dst = ops[a][0], ops[c][0]
+        if src != dst and (src, dst) not in edges and rng.random() < 0.7:
+            edges[(src, dst)] = (a, c)
+    b.set_flag("MTE1", "MTE2", 0)  # a start from iteration 0's point of view; the kernel's balancing wait is at the end
+    with b.loop(trip, trip):
+        for k, (pipe, reads, writes, cycles) in enumerate(ops):
+            for (src, dst), (_, c) in edges.items():
+                if c == k:
+                    b.wait_flag(src, dst, 1)
+            b.instruction(f"op{k}", pipe, reads=reads, writes=writes, cycles=cycles)
+            for (src, dst), (a, _) in edges.items():
+                if a == k:
+                    b.set_flag(src, dst, 1)
+    b.wait_flag("MTE1", "MTE2", 0)
+    return b.build()
+
+
+def _byte_range(rng) -> tuple[int, int]:
+    lo = int(rng.integers(0, 7))
+    return lo * RANGE_BYTES, (lo + int(rng.integers(1, 3))) * RANGE_BYTES
+
+
+def _quadratic(st, log, acc, pairs: np.ndarray, landed):
+    """Races' rows and the reordered pair over every listed pair at once (the definition; pair order: write, then
+    other access)."""
+    w, o = jnp.asarray(pairs[:, 0]), jnp.asarray(pairs[:, 1])
+    p = _checks.Pairs(st, log, acc, w, o, jnp.ones(w.shape, bool))
+    safe = jnp.clip(jnp.maximum(acc.lo[w], acc.lo[o]), 0, st.n_atoms - 1)
+    fresh = p.race & ~p.o_writes & ~st.atom_init[safe] & (landed[safe] > acc.step[o])
+    at = p.wi * N_CORES + st.core[p.oi]
+    first = jnp.full((st.n_instances * N_CORES,), BIG, jnp.int32).at[at].min(jnp.where(fresh, st.pidx[p.oi], BIG))
+    w_first = jnp.where(p.same_core, st.pidx[p.wi] < st.pidx[p.oi], acc.step[w] < acc.step[o])
+    w_first |= ~p.same_core & (st.pidx[p.oi] >= first[at])
+    at_end = ~w_first | p.o_writes
+    n = w.shape[0]
+    key = jnp.where(p.race, at_end * n + jnp.arange(n), BIG)
+    best = jnp.full(st.race_inst.shape, BIG, jnp.int32)
+    best = best.at[st.race_place[p.oi]].min(jnp.where(w_first, key, BIG))
+    best = best.at[st.race_place[p.wi]].min(jnp.where(w_first, BIG, key))
+    hit = best < BIG
+    k = jnp.where(hit, best % n, 0)
+    inst = st.race_inst
+    hazard = jnp.where(p.o_writes[k], WAW, jnp.where(w_first[k], RAW, WAR))
+    step = jnp.where(best // n == 1, log.end_step[inst], log.start_step[inst])
+    other = jnp.where(w_first[k], p.wi[k], p.oi[k])
+    atom = jnp.maximum(acc.lo[w], acc.lo[o])[k]
+    races = _checks.rows(hit, Finding.RACE, inst, other, atom, hazard, step)
+    write_first = p.w_before_o & (st.pidx[p.oi] < st.pidx[p.wi])
+    other_first = p.o_before_w & (st.pidx[p.wi] < st.pidx[p.oi])
+    reorder = p.conflict & p.same_core & (write_first | other_first)
+    r = jnp.argmax(reorder)
+    pair = jnp.where(write_first[r], jnp.stack([p.wi[r], p.oi[r]]), jnp.stack([p.oi[r], p.wi[r]]))
+    return races, jnp.where(reorder[r], pair, -1).astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnums=(3,))
+def _both(st, op, lat, pairs_shape, pairs):
+    del pairs_shape
+    pl, _, events = _control._loop(st, op, lat)
+    log = _checks.Log(st, events)
+    acc = _checks.Accesses(st, op, log)
+    landed = _checks.first_landed(st, acc)
+    windows = _checks.Windows(st, op, pl, log, acc)
+    return _checks.pair_checks(st, log, acc, windows, landed), _quadratic(st, log, acc, pairs, landed), windows.passes
+
+
+def _compare(record):
+    """(passes the windows took, races found, reordered found) after asserting both ways agree."""
+    t = record.template
+    st = _tables.static(t, ControlOptions())  # a size class's tables: one compile for the records of a class
+    acc = _tables._accesses(t, st.n_instances, (st.n_read_slots, st.n_write_slots))
+    padding = st.acc_inst.shape[0] - 1  # an access that never happens: a record with no pair still has one
+    pairs = _tables._pairs(t, acc)
+    pairs = np.concatenate([pairs, np.full((PAIRS - len(pairs), 2), padding)]).astype(np.int32)
+    op = _control._pad_operands(record.operands, st)
+    (races, reordered), (want_races, want_reordered), passes = _both(st, op, SyncLatency(), pairs.shape, pairs)
+    valid = np.asarray(want_races["valid"])
+    np.testing.assert_array_equal(np.asarray(races["valid"]), valid)
+    for field in want_races:  # what a found race says (rows without one are dropped by the log)
+        np.testing.assert_array_equal(np.asarray(races[field])[valid], np.asarray(want_races[field])[valid], field)
+    np.testing.assert_array_equal(np.asarray(reordered), np.asarray(want_reordered))
+    return int(passes), int(np.sum(want_races["valid"])), bool(want_reordered[0] >= 0)
+
+
+@pytest.mark.parametrize("trip", [3, 24])
+def test_the_windows_find_what_every_pair_finds(trip):
+    """40 random loops: the same first race per instance (its other instance, atom, hazard and step) and the same
+    reordered pair as the quadratic definition. The loops cover wide windows (many passes), races and reorders."""
+    passes, races, reorders = [], 0, 0
+    for seed in range(40):
+        p, r, reordered = _compare(_random_record(seed, trip))
+        passes.append(p)
+        races += r
+        reorders += reordered
+    assert races > 0 and reorders > 0
+    if trip > 3:
+        assert max(passes) > 1, passes  # some range wider than one pass
+    assert min(passes) <= 1
+
+
+def test_a_correct_loop_takes_one_pass_whatever_its_trip_count():
+    """A double-buffered copy loop with its sync: each write's unordered range is narrow, so the race check looks at a
+    few accesses per write (one pass) at 4 or 64 iterations, where the pairs of the definition grow with the square."""
+    passes = {}
+    for trip in (4, 64):
+        b = RecordBuilder()
+        l1 = b.space("L1:a", 2 * RANGE_BYTES)
+        b.set_flag("MTE1", "MTE2", 0)
+        b.set_flag("MTE1", "MTE2", 1)
+        with b.loop(trip, trip) as i:
+            slot = i % 2
+            ranges = [(0, RANGE_BYTES), (RANGE_BYTES, 2 * RANGE_BYTES)]
+            b.wait_flag("MTE1", "MTE2", slot)
+            b.instruction("load", "MTE2", writes=[(l1, ranges, slot)], cycles=30)
+            b.set_flag("MTE2", "MTE1", slot)
+            b.wait_flag("MTE2", "MTE1", slot)
+            b.instruction("move", "MTE1", reads=[(l1, ranges, slot)], cycles=20)
+            b.set_flag("MTE1", "MTE2", slot)
+        b.wait_flag("MTE1", "MTE2", 0)
+        b.wait_flag("MTE1", "MTE2", 1)
+        passes[trip], races, _ = _compare(b.build())
+        assert races == 0
+    assert passes == {4: 1, 64: 1}
