@@ -7,6 +7,8 @@ Rows, in one process, each compiled once and then timed at steady state:
 - the same tiling as nested ``lax.scan``s of ``jnp`` ops (the floor of a tile-by-tile emulator);
 - a Pallas flash attention of the same tiling (a program per 64-query tile, an online-softmax
   loop over 64-key tiles) with ``interpret=True``;
+- JAX's own Pallas flash attention (``jax.experimental.pallas.ops.gpu.attention.mha``) at block
+  128 with ``interpret=True``;
 - ascjax ``kernels/flash_attention.py`` launched on ``seq / 64`` blocks (cube and both vector
   cores per block, cross-core events, the timing model), with the race and uninitialised-read
   checks off and on.
@@ -22,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from _timing import claim, interleaved_seconds, main
 from jax.experimental import pallas as pl
+from jax.experimental.pallas.ops.gpu import attention as pallas_attention
 
 import ascjax as aj
 
@@ -77,6 +80,24 @@ def pallas_flash_attention(q, k, v, *, interpret=True):
         out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
         interpret=interpret,
     )(q, k, v)
+
+
+MHA_BLOCK = 128
+
+
+def jax_mha(q, k, v):
+    """JAX's own Pallas flash attention, ``mha``, at block 128 (queries and keys), ``interpret=True``: one head of
+    ``[seq, d]`` as its ``[batch, seq, heads, d]``."""
+    blocks = pallas_attention.BlockSizes(
+        block_q=MHA_BLOCK, block_k=MHA_BLOCK, block_q_dkv=MHA_BLOCK, block_kv_dkv=MHA_BLOCK, block_q_dq=MHA_BLOCK,
+        block_kv_dq=MHA_BLOCK,
+    )  # fmt: skip
+    one_head = lambda x: x[None, :, None]  # noqa: E731
+    out = pallas_attention.mha(
+        one_head(q), one_head(k), one_head(v), None, sm_scale=1.0 / math.sqrt(q.shape[1]), block_sizes=blocks,
+        interpret=True,
+    )  # fmt: skip
+    return out[0, :, 0]
 
 
 def tiled_scan_attention(q, k, v):
@@ -137,6 +158,7 @@ def measure(seq=2048, head_dim=128, repeats=3) -> dict:
         "reference attention (jnp)": jax.jit(reference_attention),
         "tiled lax.scan of jnp ops": jax.jit(tiled_scan_attention),
         "Pallas flash attention, interpret=True": jax.jit(functools.partial(pallas_flash_attention, interpret=True)),
+        "JAX's Pallas mha, block 128, interpret=True": jax.jit(jax_mha),
         "ascjax, timing only": ascjax_flash_attention(seq, d, False),
         "ascjax, checks + timing": ascjax_flash_attention(seq, d, True),
     }
@@ -169,6 +191,10 @@ def measure(seq=2048, head_dim=128, repeats=3) -> dict:
                 "flash attention: ascjax (checks + timing) / Pallas interpret",
                 run["ascjax, checks + timing"] / run["Pallas flash attention, interpret=True"],
                 1.0,
+            ),
+            claim(
+                "flash attention: ascjax (checks + timing) / JAX's Pallas mha (block 128, interpret=True)",
+                run["ascjax, checks + timing"] / run["JAX's Pallas mha, block 128, interpret=True"],
             ),
             claim(
                 "flash attention: max |error| vs float64",
