@@ -109,10 +109,19 @@ def _both(st, op, lat, pairs_shape, pairs):
     return _checks.pair_checks(st, log, acc, windows, landed), _quadratic(st, log, acc, pairs, landed), windows.passes
 
 
-def _compare(record):
-    """(passes the windows took, races found, reordered found) after asserting both ways agree."""
+def _compare(record, whole: bool = False):
+    """(passes the windows took, races found, reordered found) after asserting both ways agree. ``whole``: the
+    record's own tables, each window taken whole (``WHOLE_WINDOW_ACCESSES``), padded to a size class's sizes."""
     t = record.template
-    st = _tables.static(t, ControlOptions())  # a size class's tables: one compile for the records of a class
+    if whole:
+        sizes = _tables.SIZE_CLASSES[1]
+        st = _tables._build(t, ControlOptions(), lambda name, n, floor: sizes[name])
+        assert st.whole_windows
+    else:  # a size class's tables (one compile for the records of a class), or past the classes its own buckets
+        st = _tables.static(t, ControlOptions())
+        if st.whole_windows:
+            st = _tables._build(t, ControlOptions(), lambda name, n, floor: _tables.bucket(n, floor), shared=True)
+        assert not st.whole_windows
     acc = _tables._accesses(t, st.n_instances, (st.n_read_slots, st.n_write_slots))
     padding = st.acc_inst.shape[0] - 1  # an access that never happens: a record with no pair still has one
     pairs = _tables._pairs(t, acc)
@@ -141,6 +150,27 @@ def test_the_windows_find_what_every_pair_finds(trip):
     if trip > 3:
         assert max(passes) > 1, passes  # some range wider than one pass
     assert min(passes) <= 1
+
+
+def test_whole_windows_find_what_every_pair_finds():
+    """A small record's own tables take each window whole, in one pass without a search: the same findings."""
+    races, reorders = 0, 0
+    for seed in range(12):
+        _, r, reordered = _compare(_random_record(seed, 12), whole=True)
+        races += r
+        reorders += reordered
+    assert races > 0 and reorders > 0
+
+
+def test_keys_too_wide_to_pack_are_kept_apart(monkeypatch):
+    """Past ``PACKED_ACCESSES`` a pair's place in the order is kept as two keys: the same findings."""
+    monkeypatch.setattr(_checks, "PACKED_ACCESSES", 0)
+    jax.clear_caches()  # trace again with the constant changed
+    try:
+        races = sum(_compare(_random_record(seed, 24))[1] for seed in range(8))
+        assert races > 0
+    finally:
+        jax.clear_caches()
 
 
 def test_a_correct_loop_takes_one_pass_whatever_its_trip_count():

@@ -107,6 +107,11 @@ class Windows:
     kernel, more where a missing sync leaves a write unordered with much of a queue."""
 
     def __init__(self, st: Static, op, pl: Plan, log: Log, acc: Accesses):
+        live = st.win_valid & acc.live[st.win_write]  # a write that never landed: nothing to look at
+        if st.whole_windows:  # each window's slots hold it whole: one pass over all of it
+            self.lo, self.hi = jnp.zeros_like(st.win_length), jnp.where(live, st.win_length, 0)
+            self.passes = jnp.int32(1)
+            return
         n, length = st.n_instances, pl.qlist.shape[1]
         enabled = (st.qlist >= 0) & op["enable"][jnp.clip(st.qlist, 0)]
         place = (jnp.cumsum(enabled, axis=1) - enabled).astype(jnp.int32)  # the enabled instances before it
@@ -131,7 +136,7 @@ class Windows:
         lo = jnp.where(same_core, jnp.minimum(lo, st.win_split), lo)
         hi = jnp.where(same_core, jnp.maximum(hi, st.win_split), hi)
         self.lo = lo
-        self.hi = jnp.where(st.win_valid & acc.live[st.win_write], hi, lo)  # a write that never landed: nothing
+        self.hi = jnp.where(live, hi, lo)
         width = jnp.maximum(st.win_width, 1)
         self.passes = jnp.max(jax.lax.div(self.hi - self.lo + width - 1, width))
 
@@ -179,6 +184,11 @@ class Pairs:
         self.same_core = st.core[wi] == st.core[oi]
 
 
+#: Padded access counts up to which a pair's place in the order (reporter's event, write, other access) packs into
+#: one int32 key: one scatter-min per pass instead of two.
+PACKED_ACCESSES = 1 << 14
+
+
 def pair_checks(st: Static, log: Log, acc: Accesses, win: Windows, landed=None, races: bool = True):
     """``(races' rows or None, reordered)`` from every window's range, pass by pass.
 
@@ -188,65 +198,84 @@ def pair_checks(st: Static, log: Log, acc: Accesses, win: Windows, landed=None, 
     the write (a missing READY reads RAW); the finding belongs to the later of the two. Per reporter its earliest
     event first (a start precedes its own completion), then the first pair in the order (write, other access).
     ``landed``: per atom, the first step a write landed on it (``first_landed``); ``None`` where no read can touch
-    bytes of no input. Those fresh reads are found in a first round of passes, the races in a second.
+    bytes of no input. Those fresh reads are found in passes of their own, before the races' (where a window
+    crosses cores: on one core program order decides).
 
     **Reordered**: the first pair, in that order, of conflicting accesses of one core that happens-before orders against
     program order: ``(the instance that ran first though later in program order, the earlier one)``, or ``(-1, -1)``.
     """
     n_acc = st.acc_inst.shape[0]
-    rounds = 2 if races and landed is not None else 1
-    passes = jnp.maximum(win.passes, 1)
+    packed = n_acc <= PACKED_ACCESSES
 
-    def write_first(wi, oi, w, o, first):  # the write is the earlier of the two
+    def over_passes(body, init):
+        if st.whole_windows:
+            return body(win.pairs(st, log, acc, jnp.int32(0)), init)
+
+        def step(carry):
+            k, x = carry
+            return k + 1, body(win.pairs(st, log, acc, k), x)
+
+        return jax.lax.while_loop(lambda carry: carry[0] < win.passes, step, (jnp.int32(0), init))[1]
+
+    first = None
+    if races and landed is not None and st.cross_windows:  # per write and reading core, its first fresh read
+
+        def fresh(p: Pairs, first):
+            safe = jnp.clip(jnp.maximum(acc.lo[p.w], acc.lo[p.o]), 0, st.n_atoms - 1)
+            hit = p.race & ~p.o_writes & ~st.atom_init[safe] & (landed[safe] > acc.step[p.o])
+            return first.at[p.wi * N_CORES + st.core[p.oi]].min(jnp.where(hit, st.pidx[p.oi], BIG))
+
+        first = over_passes(fresh, jnp.full((st.n_instances * N_CORES,), BIG, jnp.int32))
+
+    def write_first(wi, oi, w, o):  # the write is the earlier of the two
         same_core = st.core[wi] == st.core[oi]
         before = jnp.where(same_core, st.pidx[wi] < st.pidx[oi], acc.step[w] < acc.step[o])
-        if rounds == 1:
+        if first is None:
             return before
         return before | (~same_core & (st.pidx[oi] >= first[wi * N_CORES + st.core[oi]]))
 
-    def step(carry):
-        k, first, best, reorder = carry
-        p, last = win.pairs(st, log, acc, jax.lax.rem(k, passes)), jax.lax.div(k, passes) == rounds - 1
-        if rounds == 2:  # round 0: per write and reading core, its first fresh read in that core's order
-            safe = jnp.clip(jnp.maximum(acc.lo[p.w], acc.lo[p.o]), 0, st.n_atoms - 1)
-            fresh = ~last & p.race & ~p.o_writes & ~st.atom_init[safe] & (landed[safe] > acc.step[p.o])
-            first = first.at[p.wi * N_CORES + st.core[p.oi]].min(jnp.where(fresh, st.pidx[p.oi], BIG))
+    def body(p: Pairs, carry):
+        best, reorder = carry
         if races:
-            w_first = write_first(p.wi, p.oi, p.w, p.o, first)
+            w_first = write_first(p.wi, p.oi, p.w, p.o)
             at_end = ~w_first | p.o_writes  # the reporter's event is a completion (its write landing)
-            key = jnp.where(last & p.race, at_end * n_acc + p.w, BIG)
-            best = _first_of(best, jnp.where(w_first, st.race_place[p.oi], st.race_place[p.wi]), key, p.o)
+            key = jnp.where(p.race, at_end * n_acc + p.w, BIG)
+            best = _least(best, jnp.where(w_first, st.race_place[p.oi], st.race_place[p.wi]), key, p.o, n_acc)
         against = (p.w_before_o & (st.pidx[p.oi] < st.pidx[p.wi])) | (p.o_before_w & (st.pidx[p.wi] < st.pidx[p.oi]))
-        hit = last & p.conflict & p.same_core & against
-        reorder = _first_of(reorder, None, jnp.where(hit, p.w, BIG), p.o)
-        return k + 1, first, best, reorder
+        hit = p.conflict & p.same_core & against
+        return best, _least(reorder, None, jnp.where(hit, p.w, BIG), p.o, n_acc)
 
-    none = lambda *shape: (jnp.full(shape, BIG, jnp.int32),) * 2  # noqa: E731
-    start = (jnp.int32(0), jnp.full((st.n_instances * N_CORES,), BIG, jnp.int32), none(st.race_inst.shape[0]), none())
-    _, first, best, reorder = jax.lax.while_loop(lambda c: c[0] < rounds * win.passes, step, start)
+    none = lambda *shape: (jnp.full(shape, BIG, jnp.int32),) * (1 if packed else 2)  # noqa: E731
+    best, reorder = over_passes(body, (none(st.race_inst.shape[0]), none()))
 
-    found = reorder[0] < BIG
-    w, o = jnp.where(found, reorder[0], 0), jnp.where(found, reorder[1], 0)
+    w, o = _keys(reorder, n_acc)
+    found = w < BIG
+    w, o = jnp.where(found, w, 0), jnp.where(found, o, 0)
     wi, oi = st.acc_inst[w], st.acc_inst[o]
     ran_first = (log.clock[oi, st.queue[wi]] >= log.epoch[wi]) & (st.pidx[oi] < st.pidx[wi])
     reordered = jnp.where(found, jnp.where(ran_first, jnp.stack([wi, oi]), jnp.stack([oi, wi])), -1)
     if not races:
         return None, reordered.astype(jnp.int32)
-    hit = best[0] < BIG
-    w, o = jnp.where(hit, jax.lax.rem(best[0], n_acc), 0), jnp.where(hit, best[1], 0)
+    key, o = _keys(best, n_acc)
+    hit = key < BIG
+    w, o = jnp.where(hit, jax.lax.rem(key, n_acc), 0), jnp.where(hit, o, 0)
     wi, oi, o_writes = st.acc_inst[w], st.acc_inst[o], st.acc_write[o]
-    w_first = write_first(wi, oi, w, o, first)
+    w_first = write_first(wi, oi, w, o)
     inst = st.race_inst
     hazard = jnp.where(o_writes, WAW, jnp.where(w_first, RAW, WAR))
-    step_at = jnp.where(hit & (best[0] >= n_acc), log.end_step[inst], log.start_step[inst])
+    step_at = jnp.where(hit & (key >= n_acc), log.end_step[inst], log.start_step[inst])
     atom = jnp.maximum(acc.lo[w], acc.lo[o])
     found_rows = rows(hit, Finding.RACE, inst, jnp.where(w_first, wi, oi), atom, hazard, step_at)
     return found_rows, reordered.astype(jnp.int32)
 
 
-def _first_of(best, at, key, second):
-    """``best`` (per place: the least ``key`` and, among its holders, the least ``second``) with ``(key, second)``
-    at the places ``at`` taken in (``key`` BIG: nothing; ``at`` None: one place, ``best`` scalars)."""
+def _least(best: tuple, at, key, second, n: int) -> tuple:
+    """``best`` (per place: the least ``key`` and, among its holders, the least ``second`` < ``n``) with
+    ``(key, second)`` at the places ``at`` taken in (``key`` BIG: nothing; ``at`` None: one place, scalars). One
+    array of ``key * n + second`` where that fits (``PACKED_ACCESSES``), else the two keys apart."""
+    if len(best) == 1:
+        both = jnp.where(key < BIG, key * n + second, BIG)
+        return (jnp.minimum(best[0], jnp.min(both)) if at is None else best[0].at[at].min(both),)
     key1, key2 = best
     if at is None:
         k1 = jnp.min(key)
@@ -255,6 +284,14 @@ def _first_of(best, at, key, second):
         k1 = jnp.full_like(key1, BIG).at[at].min(key)
         k2 = jnp.full_like(key2, BIG).at[at].min(jnp.where((key < BIG) & (key == k1[at]), second, BIG))
     return jnp.minimum(key1, k1), jnp.where(k1 < key1, k2, jnp.where(k1 == key1, jnp.minimum(key2, k2), key2))
+
+
+def _keys(best: tuple, n: int):
+    """``_least``'s ``(key, second)`` (BIG, BIG where nothing was taken in)."""
+    if len(best) == 2:
+        return best
+    found = best[0] < BIG
+    return (jnp.where(found, jax.lax.div(best[0], n), BIG), jnp.where(found, jax.lax.rem(best[0], n), BIG))
 
 
 def small_tile(st: Static, op, log: Log) -> dict:

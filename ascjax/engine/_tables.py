@@ -38,6 +38,10 @@ NARROW_SPAN = 4
 #: range (a kernel missing its sync) takes more passes, never a larger program.
 WINDOW_SLOTS = 8
 WINDOW_FLOOR, WINDOW_SLOT_FLOOR = 16, 64
+#: A record's own tables whose windows hold at most this many accesses in all take each window whole: one straight
+#: pass, no search (a sweep's small record under ``vmap``: the searches and the loop of passes cost more there than
+#: the few pairs they spare).
+WHOLE_WINDOW_ACCESSES = 4096
 #: Footprint pairs compared at once while the windows are built (a bound on that step's memory).
 OVERLAP_CHUNK = 1 << 24
 LIST_FLOOR = 8
@@ -130,6 +134,8 @@ class Static(eqx.Module):
     has_cross: bool = eqx.field(static=True)  # cross-core sets and waits
     has_barrier: bool = eqx.field(static=True)  # PIPE_ALL barriers
     has_unit_flags: bool = eqx.field(static=True)  # unit-flag readers, writers or resets
+    cross_windows: bool = eqx.field(static=True)  # a race-check window across cores
+    whole_windows: bool = eqx.field(static=True)  # every window's slots hold it whole (``WHOLE_WINDOW_ACCESSES``)
     checked: frozenset = eqx.field(static=True)  # the row groups (``ROW_GROUPS``) with a row to check
     shared: bool = eqx.field(static=True)  # padded to a size class (one compiled program serves many records)
 
@@ -246,7 +252,8 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
     win = _windows(t, acc)
     race_inst = win["race_inst"]
     n_win = size("windows", len(win["write"]), WINDOW_FLOOR)
-    width = np.minimum(win["length"], WINDOW_SLOTS)
+    whole = not shared and int(win["length"].sum()) <= WHOLE_WINDOW_ACCESSES
+    width = win["length"] if whole else np.minimum(win["length"], WINDOW_SLOTS)
     n_slots = size("window_slots", int(width.sum()), WINDOW_SLOT_FLOOR)
     race_place = np.zeros(n, np.int32)
     race_place[race_inst] = np.arange(len(race_inst))
@@ -324,12 +331,12 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
         n_flag_ids=t.n_flag_ids, n_cross_ids=t.n_cross_ids, depth=COUNTER_DEPTH if options.counter_chip else 1,
         uninit_narrow_rows=rows["uninit_rows"], uninit_narrow_write_rows=write_rows[0],
         uninit_span=span("uninit_span", wide_reads), uninit_write_span=span("uninit_write_span", wide_writes),
-        n_read_slots=widths[0], n_write_slots=widths[1],
-        **_features(t, groups, shared), shared=shared,
+        n_read_slots=widths[0], n_write_slots=widths[1], whole_windows=whole,
+        **_features(t, groups, win, shared), shared=shared,
     )  # fmt: skip
 
 
-def _features(t: Template, groups: dict, shared: bool) -> dict:
+def _features(t: Template, groups: dict, win: dict, shared: bool) -> dict:
     """What the record uses of the sync hardware and the checks. A size class's program serves every record of the
     class, so it has everything (one program per class, not one per combination)."""
     sync = t.sync
@@ -339,6 +346,7 @@ def _features(t: Template, groups: dict, shared: bool) -> dict:
         "has_barrier": bool((sync == Sync.BARRIER_ALL).any()),
         "has_unit_flags": bool(((t.uf_role != UnitFlagRole.NONE) | (sync == Sync.UF_RESET)).any()),
         "checked": frozenset(g for g in ROW_GROUPS if np.any(np.asarray(groups[g][0]) >= 0)),
+        "cross_windows": bool(np.any(win["split"] < 0)),
     }
     return {k: (frozenset(ROW_GROUPS) if k == "checked" else True) for k in used} if shared else used
 
