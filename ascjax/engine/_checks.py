@@ -240,7 +240,10 @@ def pair_checks(st: Static, log: Log, acc: Accesses, win: Windows, landed=None, 
             w_first = write_first(p.wi, p.oi, p.w, p.o)
             at_end = ~w_first | p.o_writes  # the reporter's event is a completion (its write landing)
             key = jnp.where(p.race, at_end * n_acc + p.w, BIG)
-            best = _least(best, jnp.where(w_first, st.race_place[p.oi], st.race_place[p.wi]), key, p.o, n_acc)
+            # the reporter is the later of the two: two scatters at indices a taken-whole window leaves static (a
+            # vmap then scatters rows, not one scenario's elements at a time)
+            best = _least(best, st.race_place[p.oi], jnp.where(w_first, key, BIG), p.o, n_acc)
+            best = _least(best, st.race_place[p.wi], jnp.where(w_first, BIG, key), p.o, n_acc)
         against = (p.w_before_o & (st.pidx[p.oi] < st.pidx[p.wi])) | (p.o_before_w & (st.pidx[p.wi] < st.pidx[p.oi]))
         hit = p.conflict & p.same_core & against
         return best, _least(reorder, None, jnp.where(hit, p.w, BIG), p.o, n_acc)
