@@ -2,8 +2,8 @@
 
 The tables no longer list every pair of overlapping accesses on two queues (their number grows with the square of a
 loop's trip count); the check walks, per write and group of another queue's accesses, the range happens-before leaves
-unordered (``_checks.Windows``), a few accesses a pass. Here random loops of cube instructions, their sync partly
-missing, partly ordering later instructions first, are checked both ways: the windows' races and reordered pair
+unordered (``_checks.Windows``), a few accesses a pass. Here random loops of cube and vector instructions, their
+sync partly missing, partly ordering later instructions first, are checked both ways: the windows' races and reordered pair
 must be those of every pair of the definition, looked at all at once.
 """
 
@@ -16,48 +16,82 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ascjax.core import N_CORES, RAW, WAR, WAW, Finding
+from ascjax.core import AIC, AIV0, N_CORES, RAW, WAR, WAW, Finding, SyncMode
 from ascjax.engine import ControlOptions, RecordBuilder, SyncLatency, _checks, _control, _tables
 
 PIPES = ("MTE2", "MTE1", "M", "FIX")
+VECTOR_PIPES = ("MTE2", "V", "MTE3")
 RANGE_BYTES = 256
 BIG = _checks.BIG
 PAIRS = 8192  # the definition's pairs, padded (one compile)
 
 
 def _random_record(seed: int, trip: int):
-    """A loop of ``trip`` iterations of random instructions on the cube's four pipes over overlapping byte ranges of
-    L1 and GM; per iteration, flag pairs from a random order of the instructions (some dropped: races), a set
-    after the later one in that order, its wait before the earlier in program order where the order disagrees."""
+    """A loop of ``trip`` iterations of random instructions on the cube's four pipes and one vector core's three, over
+    overlapping byte ranges of L1, UB and GM (GM shared by both cores, none of it an input: reads of bytes no write
+    reached yet). Per iteration and core, flag pairs from a random order of its instructions (some dropped: races),
+    a set after the earlier one in that order, its wait before the later, so that sync may run a later instruction
+    first; across the cores a READY (cube -> vector) and a RELEASE (vector -> cube, from the next iteration on),
+    each dropped at random."""
     rng = np.random.default_rng(seed)
     b = RecordBuilder()
-    spaces = [b.space("L1:buf", 8 * RANGE_BYTES), b.space("GM:out", 8 * RANGE_BYTES)]
-    n_ops = int(rng.integers(3, 7))
+    l1, ub, gm = (
+        b.space("L1:buf", 8 * RANGE_BYTES),
+        b.space("UB0:buf", 8 * RANGE_BYTES),
+        b.space("GM:out", 8 * RANGE_BYTES),
+    )
+    cores = {AIC: (PIPES, (l1, gm)), AIV0: (VECTOR_PIPES, (ub, gm))}
+    programs = {core: _random_ops(rng, pipes, spaces) for core, (pipes, spaces) in cores.items()}
+    ready, release = rng.random() < 0.6, rng.random() < 0.6
+    with b.on(AIV0):
+        if release:
+            b.cross_set("MTE3", 1, SyncMode.UNICAST_BLOCK)  # the cube's first wait finds the buffer free
+    with b.loop(trip, trip):
+        with b.on(AIC):
+            if release:
+                b.cross_wait("MTE2", 1, SyncMode.UNICAST_BLOCK, subblock=0)
+            _issue(b, *programs[AIC])
+            if ready:
+                b.cross_set("FIX", 0, SyncMode.UNICAST_BLOCK, subblock=0)
+        with b.on(AIV0):
+            if ready:
+                b.cross_wait("MTE2", 0, SyncMode.UNICAST_BLOCK)
+            _issue(b, *programs[AIV0])
+            if release:
+                b.cross_set("MTE3", 1, SyncMode.UNICAST_BLOCK)
+    if release:
+        with b.on(AIC):
+            b.cross_wait("MTE2", 1, SyncMode.UNICAST_BLOCK, subblock=0)
+    return b.build()
+
+
+def _random_ops(rng, pipes, spaces):
+    """Random instructions (pipe, reads, writes, cycles) and flag pairs ``{(src, dst): (earlier, later)}``."""
     ops = []
-    for _ in range(n_ops):
-        pipe = PIPES[int(rng.integers(0, len(PIPES)))]
-        touch = lambda: (spaces[int(rng.integers(0, 2))], _byte_range(rng))  # noqa: E731
+    for _ in range(int(rng.integers(2, 6))):
+        touch = lambda: (spaces[int(rng.integers(0, len(spaces)))], _byte_range(rng))  # noqa: E731
         reads = [touch() for _ in range(int(rng.integers(0, 3)))]
         writes = [touch() for _ in range(int(rng.integers(0, 2)))]
-        ops.append((pipe, reads, writes, int(rng.integers(1, 40))))
-    intended = rng.permutation(n_ops)  # the order the sync asks for (not program order)
+        ops.append((pipes[int(rng.integers(0, len(pipes)))], reads, writes, int(rng.integers(1, 40))))
+    intended = rng.permutation(len(ops))  # the order the sync asks for (not program order)
     edges = {}
     for a, c in zip(intended[:-1], intended[1:]):
         src, dst = ops[a][0], ops[c][0]
         if src != dst and (src, dst) not in edges and rng.random() < 0.7:
             edges[(src, dst)] = (a, c)
-    b.set_flag("MTE1", "MTE2", 0)  # a start from iteration 0's point of view; the kernel's balancing wait is at the end
-    with b.loop(trip, trip):
-        for k, (pipe, reads, writes, cycles) in enumerate(ops):
-            for (src, dst), (_, c) in edges.items():
-                if c == k:
-                    b.wait_flag(src, dst, 1)
-            b.instruction(f"op{k}", pipe, reads=reads, writes=writes, cycles=cycles)
-            for (src, dst), (a, _) in edges.items():
-                if a == k:
-                    b.set_flag(src, dst, 1)
-    b.wait_flag("MTE1", "MTE2", 0)
-    return b.build()
+    return ops, edges
+
+
+def _issue(b, ops, edges):
+    """One core's instructions of an iteration, with the waits of its flag pairs before and the sets after them."""
+    for k, (pipe, reads, writes, cycles) in enumerate(ops):
+        for (src, dst), (_, later) in edges.items():
+            if later == k:
+                b.wait_flag(src, dst, 1)
+        b.instruction(f"op{k}", pipe, reads=reads, writes=writes, cycles=cycles)
+        for (src, dst), (earlier, _) in edges.items():
+            if earlier == k:
+                b.set_flag(src, dst, 1)
 
 
 def _byte_range(rng) -> tuple[int, int]:
@@ -110,7 +144,7 @@ def _both(st, op, lat, pairs_shape, pairs):
 
 
 def _compare(record, whole: bool = False):
-    """(passes the windows took, races found, reordered found) after asserting both ways agree. ``whole``: the
+    """(passes the windows took, races found, reordered found, races across cores) after asserting both ways agree. ``whole``: the
     record's own tables, each window taken whole (``WHOLE_WINDOW_ACCESSES``), padded to a size class's sizes."""
     t = record.template
     if whole:
@@ -133,20 +167,23 @@ def _compare(record, whole: bool = False):
     for field in want_races:  # what a found race says (rows without one are dropped by the log)
         np.testing.assert_array_equal(np.asarray(races[field])[valid], np.asarray(want_races[field])[valid], field)
     np.testing.assert_array_equal(np.asarray(reordered), np.asarray(want_reordered))
-    return int(passes), int(np.sum(want_races["valid"])), bool(want_reordered[0] >= 0)
+    across = valid & (st.core[np.asarray(want_races["inst"])] != st.core[np.asarray(want_races["other"])])
+    return int(passes), int(np.sum(valid)), bool(want_reordered[0] >= 0), int(np.sum(across))
 
 
-@pytest.mark.parametrize("trip", [3, 24])
+@pytest.mark.parametrize("trip", [3, 16])
 def test_the_windows_find_what_every_pair_finds(trip):
     """40 random loops: the same first race per instance (its other instance, atom, hazard and step) and the same
-    reordered pair as the quadratic definition. The loops cover wide windows (many passes), races and reorders."""
-    passes, races, reorders = [], 0, 0
+    reordered pair as the quadratic definition. The loops cover wide windows (many passes), races on one core and
+    across cores, and reorders."""
+    passes, races, reorders, across = [], 0, 0, 0
     for seed in range(40):
-        p, r, reordered = _compare(_random_record(seed, trip))
+        p, r, reordered, a = _compare(_random_record(seed, trip))
         passes.append(p)
         races += r
         reorders += reordered
-    assert races > 0 and reorders > 0
+        across += a
+    assert races > across > 0 and reorders > 0
     if trip > 3:
         assert max(passes) > 1, passes  # some range wider than one pass
     assert min(passes) <= 1
@@ -154,12 +191,13 @@ def test_the_windows_find_what_every_pair_finds(trip):
 
 def test_whole_windows_find_what_every_pair_finds():
     """A small record's own tables take each window whole, in one pass without a search: the same findings."""
-    races, reorders = 0, 0
+    races, reorders, across = 0, 0, 0
     for seed in range(12):
-        _, r, reordered = _compare(_random_record(seed, 12), whole=True)
+        _, r, reordered, a = _compare(_random_record(seed, 6), whole=True)
         races += r
         reorders += reordered
-    assert races > 0 and reorders > 0
+        across += a
+    assert races > across > 0 and reorders > 0
 
 
 def test_keys_too_wide_to_pack_are_kept_apart(monkeypatch):
@@ -193,6 +231,6 @@ def test_a_correct_loop_takes_one_pass_whatever_its_trip_count():
             b.set_flag("MTE1", "MTE2", slot)
         b.wait_flag("MTE1", "MTE2", 0)
         b.wait_flag("MTE1", "MTE2", 1)
-        passes[trip], races, _ = _compare(b.build())
+        passes[trip], races, _, _ = _compare(b.build())
         assert races == 0
     assert passes == {4: 1, 64: 1}

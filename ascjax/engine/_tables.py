@@ -89,11 +89,10 @@ class Static(eqx.Module):
     win_write: Int[Array, " T"]  # the window's write (an access)
     win_start: Int[Array, " T"]  # its group: where it begins in ``win_acc`` and how long it is
     win_length: Int[Array, " T"]
-    win_width: Int[Array, " T"]  # its slots: at most ``WINDOW_SLOTS``
+    win_width: Int[Array, " T"]  # its slots: at most ``WINDOW_SLOTS`` (taken whole: its length)
     win_queue: Int[Array, " T"]  # the group's queue
-    win_split: Int[
-        Array, " T"
-    ]  # same core: the group's accesses after the write in program order start here (-1: across cores)
+    # on one core, where the group's accesses after the write in program order begin (-1: across cores)
+    win_split: Int[Array, " T"]
     win_valid: Bool[Array, " T"]
     slot_win: Int[Array, " S"]  # per slot of a pass, its window and its place in it
     slot_place: Int[Array, " S"]
