@@ -46,17 +46,17 @@ def _random_record(seed: int, trip: int):
     with b.on(AIV0):
         if release:
             b.cross_set("MTE3", 1, SyncMode.UNICAST_BLOCK)  # the cube's first wait finds the buffer free
-    with b.loop(trip, trip):
+    with b.loop(trip + 1, trip) as i:  # the last iteration disabled
         with b.on(AIC):
             if release:
                 b.cross_wait("MTE2", 1, SyncMode.UNICAST_BLOCK, subblock=0)
-            _issue(b, *programs[AIC])
+            _issue(b, *programs[AIC], i)
             if ready:
                 b.cross_set("FIX", 0, SyncMode.UNICAST_BLOCK, subblock=0)
         with b.on(AIV0):
             if ready:
                 b.cross_wait("MTE2", 0, SyncMode.UNICAST_BLOCK)
-            _issue(b, *programs[AIV0])
+            _issue(b, *programs[AIV0], i)
             if release:
                 b.cross_set("MTE3", 1, SyncMode.UNICAST_BLOCK)
     if release:
@@ -66,13 +66,14 @@ def _random_record(seed: int, trip: int):
 
 
 def _random_ops(rng, pipes, spaces):
-    """Random instructions (pipe, reads, writes, cycles) and flag pairs ``{(src, dst): (earlier, later)}``."""
+    """Random instructions (pipe, reads, writes, cycles, which iterations it skips) and flag pairs ``{(src, dst): (earlier, later)}``."""
     ops = []
     for _ in range(int(rng.integers(2, 6))):
         touch = lambda: (spaces[int(rng.integers(0, len(spaces)))], _byte_range(rng))  # noqa: E731
         reads = [touch() for _ in range(int(rng.integers(0, 3)))]
         writes = [touch() for _ in range(int(rng.integers(0, 2)))]
-        ops.append((pipes[int(rng.integers(0, len(pipes)))], reads, writes, int(rng.integers(1, 40))))
+        skips = int(rng.choice(3, p=[0.6, 0.2, 0.2]))  # none; every third iteration; the first half (gaps in places)
+        ops.append((pipes[int(rng.integers(0, len(pipes)))], reads, writes, int(rng.integers(1, 40)), skips))
     intended = rng.permutation(len(ops))  # the order the sync asks for (not program order)
     edges = {}
     for a, c in zip(intended[:-1], intended[1:]):
@@ -82,13 +83,14 @@ def _random_ops(rng, pipes, spaces):
     return ops, edges
 
 
-def _issue(b, ops, edges):
-    """One core's instructions of an iteration, with the waits of its flag pairs before and the sets after them."""
-    for k, (pipe, reads, writes, cycles) in enumerate(ops):
+def _issue(b, ops, edges, i):
+    """One core's instructions of iteration ``i``, with the waits of its flag pairs before and the sets after them."""
+    for k, (pipe, reads, writes, cycles, skips) in enumerate(ops):
         for (src, dst), (_, later) in edges.items():
             if later == k:
                 b.wait_flag(src, dst, 1)
-        b.instruction(f"op{k}", pipe, reads=reads, writes=writes, cycles=cycles)
+        enable = [True, i % 3 != 1, i >= 4][skips]
+        b.instruction(f"op{k}", pipe, reads=reads, writes=writes, cycles=cycles, enable=enable)
         for (src, dst), (earlier, _) in edges.items():
             if earlier == k:
                 b.set_flag(src, dst, 1)
