@@ -18,7 +18,7 @@ clock has seen ``a``'s epoch (its own entry in its own clock). Each check is a v
 - **event ids** outside the chip's range, and the **small-tile rule** on the M queue;
 - **reordered pairs**: two conflicting accesses of one core that sync ordered against program order (the
   later instruction ran first). Not a finding: the device is right, but the data plane traces a core in
-  program order and must compute the two the other way round (``reordered``; ``_order.emit_order``).
+  program order and must compute the two the other way round (``pair_checks``; ``_order.emit_order``).
 
 Each check returns candidate finding rows: ``(valid, kind, inst, other, a, b, step)`` arrays,
 ``step`` being the event that raised it (``_log`` keeps the first per kind and site).

@@ -53,7 +53,7 @@ class ControlResult(eqx.Module):
     racy: Bool[Array, " N"]  # per instance, it read bytes a write it is not ordered with wrote (RAW): poisoned data
     ran: Bool[Array, " N"]  # per instance, it started (a deadlock leaves the instances behind the stuck ones undone)
     # two conflicting instances of one core that sync ran against program order (the later one first), or -1
-    # (``_checks.reordered``); ``ascjax.runner._planes.planes`` leaves only a pair its data plane could not compute
+    # (``_checks.pair_checks``); ``ascjax.runner._planes.planes`` leaves only a pair its data plane could not compute
     # in that order
     reordered: Int[Array, " 2"]
     deadlocked: Bool[Array, ""]
