@@ -64,40 +64,29 @@ def _flash_attention_args(kv_tiles: int, head_dim=64) -> tuple:
     return fa.flash_attention_kernel, "950", x, {"out": (x["q"].shape, "float16")}, fa.params(64, seq_kv, head_dim)
 
 
-def flash_attention_seconds(kv_tiles: int) -> dict:
-    args = _flash_attention_args(kv_tiles)
-    return {
-        f"{kv_tiles}_tiles_first_run_s": first_run_seconds(*args),
-        f"{kv_tiles}_tiles_compile_s": compile_seconds(*args),
-    }
-
-
 def _pingpong_args(tiles: int) -> tuple:
     x = {n: jnp.asarray(v) for n, v in pingpong.inputs(n_max=tiles).items()}
     outputs = {"out": ((tiles * pingpong.ROWS, pingpong.D), "float32")}
     return pingpong.pingpong_sections_kernel, "950", x, outputs, {"n": jnp.int32(tiles), "n_max": tiles}
 
 
-def pingpong_seconds(tiles: int) -> dict:
-    args = _pingpong_args(tiles)
+#: Per kernel, its ``run`` arguments at a number of (KV) tiles.
+KERNELS = {"flash attention (64 queries, d 64)": _flash_attention_args, "two-section ping-pong": _pingpong_args}
+
+
+def seconds(kernel: str, tiles: int) -> dict:
+    """``kernel``'s first run and its compile as one program at ``tiles`` tiles."""
+    args = KERNELS[kernel](tiles)
     return {f"{tiles}_tiles_first_run_s": first_run_seconds(*args), f"{tiles}_tiles_compile_s": compile_seconds(*args)}
 
 
-#: A long loop's first run, per kernel of ``measure``.
-LONG_ARGS = {"flash attention (64 queries, d 64)": _flash_attention_args, "two-section ping-pong": _pingpong_args}
-
-
 def measure(few=4, many=64, repeats=2, long_tiles=0) -> dict:
-    pingpong_seconds(few)  # the process's own first run (imports, JAX's first traces) counts against neither size
-    measures = {
-        "flash attention (64 queries, d 64)": flash_attention_seconds,
-        "two-section ping-pong": pingpong_seconds,
-    }
-    timings = {name: {} for name in measures}
+    seconds("two-section ping-pong", few)  # the process's own first run (imports, first traces) counts against neither
+    timings = {name: {} for name in KERNELS}
     for _ in range(repeats):  # the sizes in turn, each keeping its fastest: the machine's drift on both
-        for name, seconds in measures.items():
+        for name in KERNELS:
             for tiles in (many, few):
-                for key, value in seconds(tiles).items():
+                for key, value in seconds(name, tiles).items():
                     timings[name][key] = min(value, timings[name].get(key, value))
     claims = []
     for name, t in timings.items():
@@ -106,7 +95,7 @@ def measure(few=4, many=64, repeats=2, long_tiles=0) -> dict:
             target = 1.2 if what == "first_run" else None  # the issue's claim is the wall time
             claims.append(claim(f"{label}, {name}: {many} / {few} tiles", ratio, target))
     if long_tiles:  # a long loop's first run against the short one's (no target)
-        for name, args in LONG_ARGS.items():
+        for name, args in KERNELS.items():
             longest = min(first_run_seconds(*args(long_tiles)) for _ in range(repeats))
             timings[name][f"{long_tiles}_tiles_first_run_s"] = longest
             ratio = longest / timings[name][f"{few}_tiles_first_run_s"]

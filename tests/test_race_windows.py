@@ -9,8 +9,6 @@ must be those of every pair of the definition, looked at all at once.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -101,7 +99,7 @@ def _byte_range(rng) -> tuple[int, int]:
     return lo * RANGE_BYTES, (lo + int(rng.integers(1, 3))) * RANGE_BYTES
 
 
-def _quadratic(st, log, acc, pairs: np.ndarray, landed):
+def _quadratic(st, log, acc, pairs, landed):
     """Races' rows and the reordered pair over every listed pair at once (the definition; pair order: write, then
     other access)."""
     w, o = jnp.asarray(pairs[:, 0]), jnp.asarray(pairs[:, 1])
@@ -134,9 +132,8 @@ def _quadratic(st, log, acc, pairs: np.ndarray, landed):
     return races, jnp.where(reorder[r], pair, -1).astype(jnp.int32)
 
 
-@functools.partial(jax.jit, static_argnums=(3,))
-def _both(st, op, lat, pairs_shape, pairs):
-    del pairs_shape
+@jax.jit
+def _both(st, op, lat, pairs):
     pl, _, events = _control._loop(st, op, lat)
     log = _checks.Log(st, events)
     acc = _checks.Accesses(st, op, log)
@@ -163,7 +160,7 @@ def _compare(record, whole: bool = False):
     pairs = _tables._pairs(t, acc)
     pairs = np.concatenate([pairs, np.full((PAIRS - len(pairs), 2), padding)]).astype(np.int32)
     op = _control._pad_operands(record.operands, st)
-    (races, reordered), (want_races, want_reordered), passes = _both(st, op, SyncLatency(), pairs.shape, pairs)
+    (races, reordered), (want_races, want_reordered), passes = _both(st, op, SyncLatency(), pairs)
     valid = np.asarray(want_races["valid"])
     np.testing.assert_array_equal(np.asarray(races["valid"]), valid)
     for field in want_races:  # what a found race says (rows without one are dropped by the log)
