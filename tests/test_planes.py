@@ -262,6 +262,32 @@ def test_a_record_the_recording_reused_is_found_without_hashing_its_operands_and
     assert len(hashed) == 3 and cache.misses == 2
 
 
+def test_a_gm_input_the_kernel_never_writes_comes_back_as_the_callers_array_not_a_copy():
+    """The compiled data plane returns no GM tensor that is still its input (a program returning an argument copies
+    it): ``run`` puts the caller's array back, so ``state.gm`` holds it as it is, beside the written outputs, the same
+    as the traced run's state."""
+    case = matmul_case(128, 128, 128)
+    a, b = (jnp.asarray(case.inputs[name]) for name in ("a", "b"))
+    r = aj.run(case.kernel, {"a": a, "b": b}, case.outputs, params=case.params)
+    assert r.state.gm["a"] is a and r.state.gm["b"] is b
+    assert sorted(r.state.gm) == ["a", "b", "c"]
+    traced = jax.jit(lambda a, b: aj.run(case.kernel, {"a": a, "b": b}, case.outputs, params=case.params).state)(a, b)
+    for name in ("a", "b", "c"):
+        np.testing.assert_array_equal(np.asarray(r.state.gm[name]), np.asarray(traced.gm[name]))
+    np.testing.assert_allclose(np.asarray(r.outputs["c"], np.float64), case.reference(case.inputs)["c"], atol=case.atol)
+
+
+def test_the_default_cost_table_is_made_once_per_chip_and_cannot_be_changed_in_place():
+    """Every run without ``costs`` shares its chip's table: a change in place would reach every later run, so the
+    arrays are read-only, and ``Costs.replace`` makes a changed copy."""
+    chip = aj.get_chip("a2")
+    table = default_costs(chip)
+    assert default_costs(aj.get_chip("a2")) is table and default_costs(aj.get_chip("950")) is not table
+    with pytest.raises(ValueError, match="read-only"):
+        table.mmad_head_cycles[...] = 0
+    assert float(table.replace(mmad_head_cycles=1.0).mmad_head_cycles) == 1.0 != float(table.mmad_head_cycles)
+
+
 def test_runs_that_differ_only_in_the_sanitizer_share_one_compiled_data_plane(monkeypatch):
     """``Options.sanitize`` is the control plane's alone: switching it off traces no second data plane, and the
     outputs are the same bits; ``poison_races``, which the data plane reads, does trace one."""

@@ -55,10 +55,14 @@ class Chip:
     ai_cores: int  # AI Cores (1 AIC + 2 AIV each) a launch spreads its blocks over (ascjax.launch timing)
 
     def _key(self) -> tuple:
-        return tuple(
-            tuple(sorted(v.items(), key=repr)) if isinstance(v, MappingProxyType) else v
-            for v in (getattr(self, f.name) for f in dataclasses.fields(self))
-        )
+        key = self.__dict__.get("_key_cache")
+        if key is None:  # computed once: a chip is a static argument of every compiled program, hashed at each call
+            key = tuple(
+                tuple(sorted(v.items(), key=repr)) if isinstance(v, MappingProxyType) else v
+                for v in (getattr(self, f.name) for f in dataclasses.fields(self))
+            )
+            object.__setattr__(self, "_key_cache", key)
+        return key
 
     def __hash__(self) -> int:  # MappingProxyType is unhashable: hash the contents
         return hash(self._key())

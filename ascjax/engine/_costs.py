@@ -7,6 +7,8 @@ record takes each issue's cycles from them.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -89,9 +91,16 @@ class Costs(eqx.Module):
         )
 
 
+@functools.cache
 def default_costs(chip) -> Costs:
-    """The cost table of a chip; each number's source is given beside it (facts = ascend-facts.md)."""
-    f = lambda x: np.asarray(x, np.float32)  # noqa: E731  (host arrays: a default table is never a tracer)
+    """The cost table of a chip; each number's source is given beside it (facts = ascend-facts.md). Made once per chip
+    (every run without ``costs`` takes it), of read-only host arrays."""
+
+    def f(x):  # host arrays: a default table is never a tracer
+        a = np.array(x, np.float32)
+        a.flags.writeable = False
+        return a
+
     arch_3510 = chip.arch == "3510"
     return Costs(
         # facts §7 "Cube per cycle": f16/bf16 16x16x16, int8 16x16x32; f32 16x16x4 (2201) / 16x16x1 (3510);

@@ -157,8 +157,23 @@ def data_after_control(kernel, chip: Chip, options: Options, inputs, spec: tuple
 def _data_jit(kernel, chip: Chip, options: Options, inputs, spec: tuple, params: dict, order, racy, index, emit,
               no_faults: bool, ran, private):  # fmt: skip
     poison = None if index is None else dataplane.Poison(index, racy)
-    return execute_data(kernel, chip, options, inputs, spec, params, order, poison, emit=emit, no_faults=no_faults,
-                        ran=ran, private=private)  # fmt: skip
+    state = execute_data(kernel, chip, options, inputs, spec, params, order, poison, emit=emit, no_faults=no_faults,
+                         ran=ran, private=private)  # fmt: skip
+    return _without_inputs(state, inputs)
+
+
+def _without_inputs(state: State, inputs: dict):
+    """``(state, names)``: ``state`` without the GM tensors that are still ``inputs``'s own arrays (``names``), which
+    the caller puts back (``_with_inputs``): a program returning an argument as it is copies it."""
+    same = tuple(name for name, x in state.gm.items() if x is inputs.get(name))
+    kept = {name: x for name, x in state.gm.items() if name not in same}
+    return dataclasses.replace(state, gm=kept), same
+
+
+def _with_inputs(out, inputs: dict) -> State:
+    """``_without_inputs``'s state with its inputs put back."""
+    state, same = out
+    return dataclasses.replace(state, gm={**state.gm, **{name: inputs[name] for name in same}})
 
 
 #: Records ``ControlCache`` keeps to find again by identity: the few a user runs again and again (a launch's blocks
@@ -261,8 +276,8 @@ def _data_after(kernel, chip: Chip, options: Options, inputs, spec: tuple, param
     result, order, index, emit, no_faults, private = control_run
     ran = dataplane.Ran.of(index, result)  # static: one compiled data plane per set of undone instances
     racy, index = (result.racy, index) if options.poison_races else (None, None)
-    state = _data_jit(kernel, chip, options.for_data_plane(), inputs, spec, params, order, racy, index, emit, no_faults,
-                      ran, private)  # fmt: skip
+    state = _with_inputs(_data_jit(kernel, chip, options.for_data_plane(), inputs, spec, params, order, racy, index,
+                                   emit, no_faults, ran, private), inputs)  # fmt: skip
     return state, record, device_order(result, emit)
 
 
