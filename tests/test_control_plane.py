@@ -642,32 +642,6 @@ def test_a_static_slot_choice_outside_its_candidates_is_refused_at_trace_time():
         b.instruction("vadd", "V", reads=[(ub, [(0, 256), (256, 512)], 2)])
 
 
-@pytest.mark.parametrize("kv_tiles", [2, 6])
-def test_the_candidate_race_pairs_are_every_overlapping_pair_on_two_queues(kv_tiles):
-    """``_tables._pairs`` compares each space's accesses among themselves; the pairs must be the definition's: every
-    (write, other access) on two queues whose footprints overlap, a write-write pair once, in order. Checked on
-    flash attention's record (a cube and two vector cores, L1, L0, UB and GM spaces)."""
-    import flash_attention as fa
-
-    from ascjax.engine import _tables
-    from ascjax.front._tracing import record_kernel
-
-    x = {n: jnp.asarray(v) for n, v in fa.inputs(64, kv_tiles * 64, 64).items()}
-    outputs = {"out": (x["q"].shape, "float16")}
-    t = record_kernel(
-        fa.flash_attention_kernel, x, outputs, chip="950", params=fa.params(64, kv_tiles * 64, 64)
-    ).template
-    acc = _tables._accesses(t, t.n_instances)
-    lo, hi, queue, write = acc["lo"], acc["hi"], acc["queue"], acc["write"]
-    w = np.flatnonzero(write)  # the definition, every write against every access at once
-    hit = (lo[w][:, None] < hi[None, :]) & (lo[None, :] < hi[w][:, None]) & (queue[w][:, None] != queue[None, :])
-    hit &= ~write[None, :] | (w[:, None] < np.arange(lo.size)[None, :])
-    a, b = np.nonzero(hit)
-    got = _tables._pairs(t, acc)
-    assert len(got) > 0
-    np.testing.assert_array_equal(got, np.stack([w[a], b], axis=1))
-
-
 def test_the_tables_lists_are_those_of_the_quadratic_definitions():
     """On random footprints, the race check's instances and each pair's places among them are ``np.unique``'s, and the
     uninitialised-write list is the writes that overlap a listed read (the writes x reads matrix the tables no longer

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from pair_definitions import every_pair
 
 from ascjax.core import AIC, AIV0, N_CORES, RAW, WAR, WAW, Finding, SyncMode
 from ascjax.engine import ControlOptions, RecordBuilder, SyncLatency, _checks, _control, _tables
@@ -24,13 +25,14 @@ BIG = _checks.BIG
 PAIRS = 8192  # the definition's pairs, padded (one compile)
 
 
-def _random_record(seed: int, trip: int):
+def _random_record(seed: int, trip: int, variety: bool = False):
     """A loop of ``trip`` iterations of random instructions on the cube's four pipes and one vector core's three, over
     overlapping byte ranges of L1, UB and GM (GM shared by both cores, none of it an input: reads of bytes no write
     reached yet). Per iteration and core, flag pairs from a random order of its instructions (some dropped: races),
     a set after the earlier one in that order, its wait before the later, so that sync may run a later instruction
     first; across the cores a READY (cube -> vector) and a RELEASE (vector -> cube, from the next iteration on),
-    each dropped at random."""
+    each dropped at random. ``variety``: also instructions of no cycles, and accesses that choose between two byte
+    ranges or happen in every other iteration only."""
     rng = np.random.default_rng(seed)
     b = RecordBuilder()
     l1, ub, gm = (
@@ -39,7 +41,7 @@ def _random_record(seed: int, trip: int):
         b.space("GM:out", 8 * RANGE_BYTES),
     )
     cores = {AIC: (PIPES, (l1, gm)), AIV0: (VECTOR_PIPES, (ub, gm))}
-    programs = {core: _random_ops(rng, pipes, spaces) for core, (pipes, spaces) in cores.items()}
+    programs = {core: _random_ops(rng, pipes, spaces, variety) for core, (pipes, spaces) in cores.items()}
     ready, release = rng.random() < 0.6, rng.random() < 0.6
     with b.on(AIV0):
         if release:
@@ -63,15 +65,25 @@ def _random_record(seed: int, trip: int):
     return b.build()
 
 
-def _random_ops(rng, pipes, spaces):
-    """Random instructions (pipe, reads, writes, cycles, which iterations it skips) and flag pairs ``{(src, dst): (earlier, later)}``."""
+def _random_ops(rng, pipes, spaces, variety=False):
+    """Random instructions (pipe, reads, writes, cycles, which iterations it skips) and flag pairs ``{(src, dst): (earlier, later)}``.
+    An access is ``(space, range)``, or with ``variety`` also ``(space, (range, range), "choice")`` (the first in even
+    iterations) or ``(space, range, "when")`` (in even iterations only)."""
+
+    def touch():
+        space, kind = spaces[int(rng.integers(0, len(spaces)))], int(rng.choice(3, p=[0.6, 0.2, 0.2])) if variety else 0
+        where = 3 if variety else 7  # ranges begin in the first ``where`` slots: fewer, more of them overlap
+        if kind == 1:
+            return space, (_byte_range(rng, where), _byte_range(rng, where)), "choice"
+        return (space, _byte_range(rng, where), "when") if kind == 2 else (space, _byte_range(rng, where))
+
     ops = []
     for _ in range(int(rng.integers(2, 6))):
-        touch = lambda: (spaces[int(rng.integers(0, len(spaces)))], _byte_range(rng))  # noqa: E731
         reads = [touch() for _ in range(int(rng.integers(0, 3)))]
         writes = [touch() for _ in range(int(rng.integers(0, 2)))]
         skips = int(rng.choice(3, p=[0.6, 0.2, 0.2]))  # none; every third iteration; the first half (gaps in places)
-        ops.append((pipes[int(rng.integers(0, len(pipes)))], reads, writes, int(rng.integers(1, 40)), skips))
+        cycles = int(rng.integers(0 if variety else 1, 40))
+        ops.append((pipes[int(rng.integers(0, len(pipes)))], reads, writes, cycles, skips))
     intended = rng.permutation(len(ops))  # the order the sync asks for (not program order)
     edges = {}
     for a, c in zip(intended[:-1], intended[1:]):
@@ -88,14 +100,25 @@ def _issue(b, ops, edges, i):
             if later == k:
                 b.wait_flag(src, dst, 1)
         enable = [True, i % 3 != 1, i >= 4][skips]
+        reads, writes = ([_access(a, i) for a in accesses] for accesses in (reads, writes))
         b.instruction(f"op{k}", pipe, reads=reads, writes=writes, cycles=cycles, enable=enable)
         for (src, dst), (earlier, _) in edges.items():
             if earlier == k:
                 b.set_flag(src, dst, 1)
 
 
-def _byte_range(rng) -> tuple[int, int]:
-    lo = int(rng.integers(0, 7))
+def _access(access, i):
+    """A random access as the builder takes it in iteration ``i``."""
+    if len(access) == 2:
+        return access
+    space, ranges, kind = access
+    if kind == "choice":
+        return space, list(ranges), i % 2
+    return space, [ranges], 0, i % 2 == 0
+
+
+def _byte_range(rng, where: int = 7) -> tuple[int, int]:
+    lo = int(rng.integers(0, where))
     return lo * RANGE_BYTES, (lo + int(rng.integers(1, 3))) * RANGE_BYTES
 
 
@@ -157,7 +180,7 @@ def _compare(record, whole: bool = False):
         assert not st.whole_windows
     acc = _tables._accesses(t, st.n_instances, (st.n_read_slots, st.n_write_slots))
     padding = st.acc_inst.shape[0] - 1  # an access that never happens: a record with no pair still has one
-    pairs = _tables._pairs(t, acc)
+    pairs = every_pair(acc)
     pairs = np.concatenate([pairs, np.full((PAIRS - len(pairs), 2), padding)]).astype(np.int32)
     op = _control._pad_operands(record.operands, st)
     (races, reordered), (want_races, want_reordered), passes = _both(st, op, SyncLatency(), pairs)

@@ -377,27 +377,6 @@ def _accesses(t: Template, n: int, widths: tuple[int, int] | None = None) -> dic
     return acc
 
 
-def _pairs(t: Template, acc: dict) -> np.ndarray:
-    """[P, 2] (write access, other access): every pair of accesses on two queues, at least one a write, whose
-    footprints overlap, in order of the write, then the other. A write-write pair is listed once. Footprints in
-    different spaces never overlap, so each space's accesses are compared among themselves."""
-    lo, hi, queue, write = acc["lo"], acc["hi"], acc["queue"], acc["write"]
-    space = t.atom_space[np.clip(lo, 0, max(t.n_atoms - 1, 0))] if t.n_atoms else np.zeros(lo.size, np.int64)
-    found = []
-    for s in np.unique(space):
-        idx = np.flatnonzero(space == s)
-        w = idx[write[idx]]
-        hit = (lo[w][:, None] < hi[idx][None, :]) & (lo[idx][None, :] < hi[w][:, None])
-        hit &= queue[w][:, None] != queue[idx][None, :]
-        hit &= ~write[idx][None, :] | (w[:, None] < idx[None, :])
-        a, b = np.nonzero(hit)
-        found.append(np.stack([w[a], idx[b]], axis=1))
-    pairs = np.concatenate(found) if found else np.zeros((0, 2), np.int64)
-    # each space's pairs are in order already and no write is in two spaces: a stable sort by the write merges them
-    pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]
-    return pairs.astype(np.int32).reshape(-1, 2)
-
-
 def _windows(t: Template, acc: dict) -> dict:
     """The race check's windows (``_checks.Windows``), built in time linear in the accesses and the windows.
 
