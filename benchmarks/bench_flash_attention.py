@@ -1,6 +1,6 @@
 """Flash attention (seq 2048, head dim 128, f16) in ascjax against reference attention and Pallas.
 
-python benchmarks/bench_flash_attention.py [--seq 2048] [--head-dim 128] [--json]
+python benchmarks/bench_flash_attention.py [--seq 2048] [--head-dim 128] [--cores N] [--json]
 
 Rows, in one process, each compiled once and then timed at steady state:
 - reference attention in ``jnp`` (``softmax(Q Kᵀ / sqrt(d)) V`` in f32 from f16 inputs);
@@ -12,10 +12,15 @@ Rows, in one process, each compiled once and then timed at steady state:
 - ascjax ``kernels/flash_attention.py`` launched on ``seq / 64`` blocks (cube and both vector
   cores per block, cross-core events, the timing model), with the race and uninitialised-read
   checks off and on.
+
+``--cores N`` pins the process to its first N cores before JAX starts its threads (0: every core). The reference's
+products are wide enough for XLA to spread over every core; a tile-by-tile emulator's are not, so the ratios on one
+core say how much of the gap is that parallelism.
 """
 
 import functools
 import math
+import os
 import pathlib
 import sys
 
@@ -149,7 +154,9 @@ def ascjax_flash_attention(seq, d, sanitize):
     return go
 
 
-def measure(seq=2048, head_dim=128, repeats=3) -> dict:
+def measure(seq=2048, head_dim=128, cores=0, repeats=3) -> dict:
+    if cores:  # before the first computation: XLA's threads inherit the affinity
+        os.sched_setaffinity(0, range(cores))
     d = head_dim
     x = fa.inputs(seq, seq, d, "float16", half_q=Q_TILE // 2, tile_kv=KV_TILE)
     args = [jnp.asarray(x[n]) for n in ("q", "k", "v")]
@@ -176,7 +183,8 @@ def measure(seq=2048, head_dim=128, repeats=3) -> dict:
     run = {name: t["run_s"] for name, t in timings.items()}
     ref = run["reference attention (jnp)"]
     return {
-        "benchmark": f"flash attention seq {seq}, head dim {d}, f16, tiles {Q_TILE} x {KV_TILE}",
+        "benchmark": f"flash attention seq {seq}, head dim {d}, f16, tiles {Q_TILE} x {KV_TILE}"
+        + (f", on {cores} of the machine's cores" if cores else ""),
         "ascjax": extra,
         "timings": timings,
         "claims": [
@@ -207,4 +215,4 @@ def measure(seq=2048, head_dim=128, repeats=3) -> dict:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(__doc__, measure, seq=2048, head_dim=128))
+    raise SystemExit(main(__doc__, measure, seq=2048, head_dim=128, cores=0))
