@@ -242,7 +242,8 @@ def test_a_run_on_other_inputs_reuses_the_control_plane_and_other_operands_do_no
 def test_a_record_the_recording_reused_is_found_without_hashing_its_operands_and_a_writable_one_is_not(monkeypatch):
     """``ControlCache.get``: the host's recording hands back the same read-only record for the same arguments, so
     the cache finds it by identity; a record with writable operands (which could have changed in place) is hashed
-    every time, and a changed operand is another entry."""
+    every time, and a changed operand is another entry. A launch's block records, made for one call, are not kept
+    by identity: however many blocks, the run's record is still found so."""
     from ascjax.runner._planes import ControlCache
 
     case = aj.build_case(str(KERNELS / "phases.py"), "kloop_recipe")
@@ -260,6 +261,10 @@ def test_a_record_the_recording_reused_is_found_without_hashing_its_operands_and
     writable.operands["cycles"][...] += 1  # a change in place is seen
     assert cache.get(writable, control, latency)[0] is not first[0]
     assert len(hashed) == 3 and cache.misses == 2
+    for _ in range(2 * cache.same_size):  # a launch's blocks: records of one call, found by their operands
+        cache.get(type(record)(record.template, dict(record.operands)), control, latency, again=False)
+    assert len(hashed) == 3 + 2 * cache.same_size
+    assert cache.get(record, control, latency) is first and len(hashed) == 3 + 2 * cache.same_size  # not pushed out
 
 
 def test_a_gm_input_the_kernel_never_writes_comes_back_as_the_callers_array_not_a_copy():

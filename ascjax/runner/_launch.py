@@ -617,7 +617,7 @@ def _controls_on_host(kernel, chip: Chip, control: ControlOptions, costs: Costs,
         runs = [  # the blocks share one template: a program of its own is worth optimising for several
             CONTROL_CACHE.get(
                 Record(records.template, {k: v[b] for k, v in records.operands.items()}), control, latency,
-                quick=block_dim == 1,
+                quick=block_dim == 1, again=False,
             )
             for b in range(block_dim)
         ]  # fmt: skip

@@ -202,14 +202,16 @@ class ControlCache:
         self._entries.clear()
         self._same.clear()
 
-    def get(self, record, control: ControlOptions, latency, *, quick: bool = True):
+    def get(self, record, control: ControlOptions, latency, *, quick: bool = True, again: bool = True):
         """``(result, schedule, poison index, emit order, faults free, private loops)`` for ``record``: cached, or from
-        one control-plane run (``quick``: as ``run_control``'s)."""
+        one control-plane run (``quick``: as ``run_control``'s). ``again=False``: a record made for this call alone (a
+        launch's block), not kept to be found by identity, where it would push out the records runs reuse."""
         same = self._same.get(id(record))
         if same is not None and same[0] is record and same[1] is latency and same[2] == control:
             return same[3]
         entry = self._get(record, control, latency, quick)
-        if all(not x.flags.writeable for x in jax.tree.leaves(record.operands) if isinstance(x, np.ndarray)):
+        read_only = all(not x.flags.writeable for x in jax.tree.leaves(record.operands) if isinstance(x, np.ndarray))
+        if again and read_only:
             self._same[id(record)] = (record, latency, control, entry)  # kept alive, so the id stays its own
             while len(self._same) > self.same_size:
                 self._same.popitem(last=False)
