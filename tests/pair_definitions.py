@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ascjax.engine._order import EmitOrder, _topological
-from ascjax.engine._record import Sync
-from ascjax.engine._tables import _accesses
+from ascjax.engine._order import EmitOrder, accesses_of_run, ranked
 
 
 def every_pair(acc: dict) -> np.ndarray:
@@ -31,17 +29,8 @@ def emit_order_by_every_pair(record, result) -> EmitOrder | None:
     reordered = tuple(int(x) for x in np.asarray(result.reordered))
     if reordered[0] < 0:
         return None
-    t = record.template
-    op = {name: np.asarray(x) for name, x in record.operands.items()}
-    start, end = np.asarray(result.start), np.asarray(result.leave)
-    acc = _accesses(t, t.n_instances)
-    lo, hi = (np.empty(acc["inst"].size, np.int64) for _ in range(2))
-    on = np.empty(acc["inst"].size, bool)
-    for write, prefix in ((False, "rd"), (True, "wr")):
-        k = acc["write"] == write
-        inst, slot = acc["inst"][k], acc["slot"][k]
-        lo[k], hi[k] = op[f"{prefix}_lo"][inst, slot], op[f"{prefix}_hi"][inst, slot]
-        on[k] = op[f"{prefix}_on"][inst, slot] & op[f"{prefix}_ok"][inst, slot] & (start[inst] >= 0)
+    acc, lo, hi, on = accesses_of_run(record, result)
+    t, start, end = record.template, np.asarray(result.start), np.asarray(result.leave)
     pairs = every_pair(acc)
     a, b = acc["inst"][pairs[:, 0]], acc["inst"][pairs[:, 1]]
     live = on[pairs[:, 0]] & on[pairs[:, 1]] & (t.core[a] == t.core[b])
@@ -55,18 +44,4 @@ def emit_order_by_every_pair(record, result) -> EmitOrder | None:
     one_pass &= np.all(t.iteration[first] == t.iteration[second], axis=1) & (entry[first] != entry[second])
     across = np.flatnonzero((t.pidx[first] > t.pidx[second]) & ~one_pass)
     unfixable = (int(first[across[0]]), int(second[across[0]])) if across.size else None
-    n_entries = len(t.entries)
-    edges: dict = {}
-    for f, s in zip(first[one_pass], second[one_pass]):
-        edges.setdefault((int(entry[f]), int(entry[s])), (int(f), int(s)))
-    touches = np.zeros(n_entries, bool)
-    touches[entry[acc["inst"]]] = True
-    for c in [e for e in range(n_entries) if not touches[e] and t.entries[e][4] == Sync.NONE]:
-        for e in range(n_entries):
-            if e != c and t.entries[e][2] == t.entries[c][2] and t.loops[e] == t.loops[c]:
-                edges.setdefault((min(c, e), max(c, e)), (-1, -1))
-    rank, cycle = _topological(n_entries, edges)
-    if cycle and unfixable is None:
-        unfixable = reordered
-    kept = tuple((a, b, ia, ib) for (a, b), (ia, ib) in sorted(edges.items()) if ia >= 0 and a > b)
-    return EmitOrder(rank=rank, edges=kept, unfixable=unfixable, tags=t.tags)
+    return ranked(t, acc, first[one_pass], second[one_pass], unfixable, reordered)

@@ -78,8 +78,20 @@ def emit_order(record: Record, result) -> EmitOrder | None:
     if reordered[0] < 0:
         return None
     t = record.template
+    acc, lo, hi, on = accesses_of_run(record, result)
+    start, end = np.asarray(result.start), np.asarray(result.leave)
+    done = on & (end[acc["inst"]] >= 0)  # a deadlock leaves some undone
+    runs = _Runs(acc, lo, hi, done, start, end, _passes(t))
+    first, second = runs.one_pass(t)
+    return ranked(t, acc, first, second, runs.first_across(_windows(t, acc)), reordered)
+
+
+def accesses_of_run(record: Record, result):
+    """The record's accesses (``_tables._accesses``) with their bytes in this run (``lo``, ``hi``) and whether they
+    happened in it (``on``: switched on, in bounds, their instance started)."""
+    t = record.template
     op = {name: np.asarray(x) for name, x in record.operands.items()}
-    start, end = np.asarray(result.start), np.asarray(result.leave)  # a request is done with its source as it leaves
+    start = np.asarray(result.start)
     acc = _accesses(t, t.n_instances)
     lo, hi = (np.empty(acc["inst"].size, np.int64) for _ in range(2))
     on = np.empty(acc["inst"].size, bool)
@@ -88,12 +100,14 @@ def emit_order(record: Record, result) -> EmitOrder | None:
         inst, slot = acc["inst"][k], acc["slot"][k]
         lo[k], hi[k] = op[f"{prefix}_lo"][inst, slot], op[f"{prefix}_hi"][inst, slot]
         on[k] = op[f"{prefix}_on"][inst, slot] & op[f"{prefix}_ok"][inst, slot] & (start[inst] >= 0)
-    done = on & (end[acc["inst"]] >= 0)  # a deadlock leaves some undone
-    runs = _Runs(acc, lo, hi, done, start, end, _passes(t))
+    return acc, lo, hi, on
 
-    first, second = runs.one_pass(t)
+
+def ranked(t, acc: dict, first, second, unfixable, reordered: tuple) -> EmitOrder:
+    """The ranking from the pairs of one pass that ran in an order (``first``, ``second``: instances, in the pairs'
+    order): an edge per pair of entries, the first pair giving its instances; each config register pinned among its
+    core's instructions; a cycle unfixable as ``reordered``."""
     entry = t.entry
-    unfixable = runs.first_across(_windows(t, acc))
     n_entries = len(t.entries)
     edges: dict = {}
     for f, s in zip(first, second):
