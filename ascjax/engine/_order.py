@@ -79,7 +79,7 @@ def emit_order(record: Record, result) -> EmitOrder | None:
         return None
     t = record.template
     acc, lo, hi, on = accesses_of_run(record, result)
-    start, end = np.asarray(result.start), np.asarray(result.leave)
+    start, end = np.asarray(result.start), np.asarray(result.leave)  # a request is done with its source as it leaves
     done = on & (end[acc["inst"]] >= 0)  # a deadlock leaves some undone
     runs = _Runs(acc, lo, hi, done, start, end, _passes(t))
     first, second = runs.one_pass(t)
