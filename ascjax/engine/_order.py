@@ -81,18 +81,29 @@ def emit_order(record: Record, result) -> EmitOrder | None:
     acc, lo, hi, on = accesses_of_run(record, result)
     start, end = np.asarray(result.start), np.asarray(result.leave)  # a request is done with its source as it leaves
     done = on & (end[acc["inst"]] >= 0)  # a deadlock leaves some undone
-    runs = _Runs(acc, lo, hi, done, start, end, _passes(t))
+    _, windows, passes = _of_template(t)
+    runs = _Runs(acc, lo, hi, done, start, end, passes)
     first, second = runs.one_pass(t)
-    return ranked(t, acc, first, second, runs.first_across(_windows(t, acc)), reordered)
+    return ranked(t, acc, first, second, runs.first_across(windows), reordered)
+
+
+@functools.lru_cache(maxsize=16)  # a launch's blocks share one template: made once, not once per block
+def _of_template(t) -> tuple:
+    """What ``emit_order`` reads of the template alone: its accesses, the race check's windows and each instance's
+    pass (read-only: every run of the template shares them)."""
+    acc = _accesses(t, t.n_instances)
+    parts = (acc, _windows(t, acc), _passes(t))
+    for x in (*acc.values(), *parts[1].values(), parts[2]):
+        x.flags.writeable = False
+    return parts
 
 
 def accesses_of_run(record: Record, result):
     """The record's accesses (``_tables._accesses``) with their bytes in this run (``lo``, ``hi``) and whether they
     happened in it (``on``: switched on, in bounds, their instance started)."""
-    t = record.template
     op = {name: np.asarray(x) for name, x in record.operands.items()}
     start = np.asarray(result.start)
-    acc = _accesses(t, t.n_instances)
+    acc = _of_template(record.template)[0]
     lo, hi = (np.empty(acc["inst"].size, np.int64) for _ in range(2))
     on = np.empty(acc["inst"].size, bool)
     for write, prefix in ((False, "rd"), (True, "wr")):
