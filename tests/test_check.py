@@ -48,8 +48,10 @@ def test_a_unit_flag_deadlock_names_the_blocks_the_last_toucher_and_the_fix_for_
 def test_a_race_of_an_mmad_and_its_read_names_both_phases_and_gives_the_missing_one():
     race = str(_check("phases.py", "seed000_error2").findings[0])
     assert race.startswith("RACE (RAW) on L0C"), race  # on one core the hazard follows program order
-    assert "first:  matmul" in race and "second: store at kernels/phases.py" in race
-    assert "the matmul used AccPhase.Partial (ENABLE_KEEP), the store no phase (DISABLE): nothing orders" in race
+    # the write the store wanted: the K loop's last matmul_acc, the one with the phase that closes the chain
+    assert "first:  matmul_acc at kernels/phases.py" in race and "in loop iteration (7)" in race, race
+    assert "second: store at kernels/phases.py" in race
+    assert "the matmul_acc used AccPhase.Final (ENABLE_UPDATE), the store no phase (DISABLE): nothing orders" in race
     assert "Fix: give the store phase=STPhase.Final" in race
 
 

@@ -123,8 +123,9 @@ def _byte_range(rng, where: int = 7) -> tuple[int, int]:
 
 
 def _quadratic(st, log, acc, pairs, landed):
-    """Races' rows and the reordered pair over every listed pair at once (the definition; pair order: write, then
-    other access)."""
+    """Races' rows and the reordered pair over every listed pair at once (the definition). Per reporter, its earliest
+    event; a read's race, the latest write it is unordered with (then its first access); a write's, the first pair
+    in the list's order (write, then other access)."""
     w, o = jnp.asarray(pairs[:, 0]), jnp.asarray(pairs[:, 1])
     p = _checks.Pairs(st, log, acc, w, o, jnp.ones(w.shape, bool))
     safe = jnp.clip(jnp.maximum(acc.lo[w], acc.lo[o]), 0, st.n_atoms - 1)
@@ -135,12 +136,14 @@ def _quadratic(st, log, acc, pairs, landed):
     w_first |= ~p.same_core & (st.pidx[p.oi] >= first[at])
     at_end = ~w_first | p.o_writes
     n = w.shape[0]
-    key = jnp.where(p.race, at_end * n + jnp.arange(n), BIG)
+    latest_write_first = jnp.lexsort((o, -w))  # the pairs by write, latest first, then by other access
+    rank = jnp.zeros(n, jnp.int32).at[latest_write_first].set(jnp.arange(n, dtype=jnp.int32))
+    key = jnp.where(p.race, jnp.where(at_end, n + jnp.arange(n), rank), BIG)
     best = jnp.full(st.race_inst.shape, BIG, jnp.int32)
     best = best.at[st.race_place[p.oi]].min(jnp.where(w_first, key, BIG))
     best = best.at[st.race_place[p.wi]].min(jnp.where(w_first, BIG, key))
     hit = best < BIG
-    k = jnp.where(hit, best % n, 0)
+    k = jnp.where(hit, jnp.where(best >= n, best - n, latest_write_first[jnp.clip(best, 0, n - 1)]), 0)
     inst = st.race_inst
     hazard = jnp.where(p.o_writes[k], WAW, jnp.where(w_first[k], RAW, WAR))
     step = jnp.where(best // n == 1, log.end_step[inst], log.start_step[inst])

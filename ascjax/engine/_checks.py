@@ -196,7 +196,9 @@ def pair_checks(st: Static, log: Log, acc: Accesses, win: Windows, landed=None, 
     hazard follows program order on one core and, across cores, the order the bytes were touched in, except that a
     read of bytes of no input that no write had landed on yet, and what follows it on its core, was meant to follow
     the write (a missing READY reads RAW); the finding belongs to the later of the two. Per reporter its earliest
-    event first (a start precedes its own completion), then the first pair in the order (write, other access).
+    event first (a start precedes its own completion); then a read names the latest write it is unordered with (the
+    one whose data it wanted: a K chain's closing mmad, not its first) and a write the first pair in the order
+    (write, other access).
     ``landed``: per atom, the first step a write landed on it (``first_landed``); ``None`` where no read can touch
     bytes of no input. Those fresh reads are found in passes of their own, before the races' (where a window
     crosses cores: on one core program order decides).
@@ -239,7 +241,8 @@ def pair_checks(st: Static, log: Log, acc: Accesses, win: Windows, landed=None, 
         if races:
             w_first = write_first(p.wi, p.oi, p.w, p.o)
             at_end = ~w_first | p.o_writes  # the reporter's event is a completion (its write landing)
-            key = jnp.where(p.race, at_end * n_acc + p.w, BIG)
+            # a read names the latest write it is unordered with (the one whose data it wanted), a write the first pair
+            key = jnp.where(p.race, jnp.where(at_end, n_acc + p.w, _latest(p.w, n_acc)), BIG)
             # the reporter is the later of the two: two scatters at indices a taken-whole window leaves static (a
             # vmap then scatters rows, not one scenario's elements at a time)
             best = _least(best, st.race_place[p.oi], jnp.where(w_first, key, BIG), p.o, n_acc)
@@ -261,7 +264,8 @@ def pair_checks(st: Static, log: Log, acc: Accesses, win: Windows, landed=None, 
         return None, reordered.astype(jnp.int32)
     key, o = _keys(best, n_acc)
     hit = key < BIG
-    w, o = jnp.where(hit, jax.lax.rem(key, n_acc), 0), jnp.where(hit, o, 0)
+    w = jax.lax.rem(key, n_acc)
+    w, o = jnp.where(hit, jnp.where(key >= n_acc, w, _latest(w, n_acc)), 0), jnp.where(hit, o, 0)
     wi, oi, o_writes = st.acc_inst[w], st.acc_inst[o], st.acc_write[o]
     w_first = write_first(wi, oi, w, o)
     inst = st.race_inst
@@ -270,6 +274,11 @@ def pair_checks(st: Static, log: Log, acc: Accesses, win: Windows, landed=None, 
     atom = jnp.maximum(acc.lo[w], acc.lo[o])
     found_rows = rows(hit, Finding.RACE, inst, jnp.where(w_first, wi, oi), atom, hazard, step_at)
     return found_rows, reordered.astype(jnp.int32)
+
+
+def _latest(access, n: int):
+    """A write access's index as a read's race key holds it, and back: the later in the record's order, the smaller."""
+    return n - 1 - access
 
 
 def _least(best: tuple, at, key, second, n: int) -> tuple:
