@@ -4,7 +4,9 @@ python benchmarks/bench_flash_attention.py [--seq 2048] [--head-dim 128] [--core
 
 Rows, in one process, each compiled once and then timed at steady state:
 - reference attention in ``jnp`` (``softmax(Q Kᵀ / sqrt(d)) V`` in f32 from f16 inputs);
-- the same tiling as nested ``lax.scan``s of ``jnp`` ops (the floor of a tile-by-tile emulator);
+- the same tiling as nested ``lax.scan``s of ``jnp`` ops (the floor of a tile-by-tile emulator), with one QK product
+  per tile, and with the kernel's own K-split of it (``flash_attention.TILE_D``: four products of K = 32 summed in
+  f32, as its ``AccPhase`` chain accumulates them in L0C), the floor of an emulator that keeps the kernel's bits;
 - a Pallas flash attention of the same tiling (a program per 64-query tile, an online-softmax
   loop over 64-key tiles) with ``interpret=True``;
 - JAX's own Pallas flash attention (``jax.experimental.pallas.ops.gpu.attention.mha``) at block
@@ -105,11 +107,13 @@ def jax_mha(q, k, v):
     return out[0, :, 0]
 
 
-def tiled_scan_attention(q, k, v):
+def tiled_scan_attention(q, k, v, k_split=None):
     """The same tiling as nested ``lax.scan``s of ``jnp`` ops with nothing else: per 64-query tile, the online softmax
     over 64-key tiles (the Pallas kernel's arithmetic). The floor of any emulator that runs flash attention tile by
-    tile."""
+    tile. ``k_split``: each QK product as products of head-dim slices this wide, summed in order in f32 (the
+    kernel's K-split; another order of the sums gives other bits)."""
     seq, d = q.shape
+    width = k_split or d
     scale = 1.0 / math.sqrt(d)
 
     def q_tile(_, i):
@@ -119,7 +123,9 @@ def tiled_scan_attention(q, k, v):
             m, row_sum, acc = carry
             k_t = jax.lax.dynamic_slice_in_dim(k, j * KV_TILE, KV_TILE)
             v_t = jax.lax.dynamic_slice_in_dim(v, j * KV_TILE, KV_TILE)
-            s = jnp.dot(q_t, k_t.T, preferred_element_type=jnp.float32) * scale
+            products = [jnp.dot(q_t[:, c : c + width], k_t[:, c : c + width].T, preferred_element_type=jnp.float32)
+                        for c in range(0, d, width)]  # fmt: skip
+            s = functools.reduce(jnp.add, products) * scale
             m_new = jnp.maximum(m, s.max(axis=1, keepdims=True))
             alpha, p = jnp.exp(m - m_new), jnp.exp(s - m_new)
             acc = alpha * acc + jnp.dot(p.astype(v_t.dtype), v_t, preferred_element_type=jnp.float32)
@@ -164,6 +170,7 @@ def measure(seq=2048, head_dim=128, cores=0, repeats=3) -> dict:
     rows = {
         "reference attention (jnp)": jax.jit(reference_attention),
         "tiled lax.scan of jnp ops": jax.jit(tiled_scan_attention),
+        "tiled lax.scan, the kernel's K-split": jax.jit(functools.partial(tiled_scan_attention, k_split=fa.TILE_D)),
         "Pallas flash attention, interpret=True": jax.jit(functools.partial(pallas_flash_attention, interpret=True)),
         "JAX's Pallas mha, block 128, interpret=True": jax.jit(jax_mha),
         "ascjax, timing only": ascjax_flash_attention(seq, d, False),
@@ -192,8 +199,16 @@ def measure(seq=2048, head_dim=128, cores=0, repeats=3) -> dict:
             claim("flash attention: ascjax (timing only) / reference", run["ascjax, timing only"] / ref, 3),
             claim("flash attention: tiled lax.scan of jnp ops / reference", run["tiled lax.scan of jnp ops"] / ref),
             claim(
+                "flash attention: tiled lax.scan with the kernel's K-split / reference",
+                run["tiled lax.scan, the kernel's K-split"] / ref,
+            ),
+            claim(
                 "flash attention: ascjax (checks + timing) / tiled lax.scan",
                 run["ascjax, checks + timing"] / run["tiled lax.scan of jnp ops"],
+            ),
+            claim(
+                "flash attention: ascjax (checks + timing) / tiled lax.scan with the kernel's K-split",
+                run["ascjax, checks + timing"] / run["tiled lax.scan, the kernel's K-split"],
             ),
             claim(
                 "flash attention: ascjax (checks + timing) / Pallas interpret",
