@@ -39,7 +39,7 @@ def test_a_unit_flag_deadlock_names_the_blocks_the_last_toucher_and_the_fix_for_
     lines = (KERNELS / "unit_flag.py").read_text().splitlines()
     mmad = next(i + 1 for i in range(body, len(lines)) if "k.mmad(" in lines[i])
     fixpipe = next(i + 1 for i in range(len(lines) - 1, body, -1) if "k.fixpipe(" in lines[i] and i < body + 12)
-    assert "waits for unit flag = 0 on 96 of L0C blocks 8..127" in text  # the blocks the 64 x 64 read left at 1
+    assert "waits for unit flag = 0 on 96 of L0C blocks 8..127 of tile `ac`" in text  # what the 64 x 64 read left at 1
     assert f"last written by mmad at kernels/unit_flag.py:{mmad} (AIC.M) with ENABLE_UPDATE (AccPhase.Final)" in text
     assert f"fixpipe at kernels/unit_flag.py:{fixpipe} (AIC.FIX) waits for unit flag = 1" in text
     assert "an earlier read already drained these blocks" in text and "STPhase.Final" in text

@@ -29,7 +29,7 @@ from ..core import (
     Pipe,
     SyncMode,
 )
-from ..engine import Sync, UnitFlagRole
+from ..engine import UNIT_FLAG_BLOCK_BYTES, Sync, UnitFlagRole
 from ..engine._checks import FAULT_DETAIL
 from ..engine._log import DETAIL_A, DETAIL_B, ENTRY, INST, KIND, OTHER
 from ._slot_mapping import SlotMismatch, slot_mismatches
@@ -138,9 +138,19 @@ class _Words:
         """``L0C bytes [lo, hi) of tile `ac``` of atoms ``atom`` .. ``last`` (one space, contiguous)."""
         index = int(self.t.atom_space[atom])
         lo, hi = int(self.t.atom_bytes[atom, 0]), int(self.t.atom_bytes[atom if last is None else last, 1])
+        return f"{self.t.spaces[index].name} bytes [{lo}, {hi}){self._tiles_of(index, lo, hi)}"
+
+    def _tiles_of(self, index: int, lo: int, hi: int) -> str:
+        """`` of tile `ac``` (or tiles) for bytes [lo, hi) of space ``index``; empty where no named tile holds them."""
         names = list(dict.fromkeys(n for s, a, b, n in self.t.regions if s == index and a < hi and lo < b))
-        tiles = f" of tile{'s' if len(names) > 1 else ''} {', '.join(f'`{n}`' for n in names)}" if names else ""
-        return f"{self.t.spaces[index].name} bytes [{lo}, {hi}){tiles}"
+        return f" of tile{'s' if len(names) > 1 else ''} {', '.join(f'`{n}`' for n in names)}" if names else ""
+
+    def l0c_tiles(self, lo_block: int, hi_block: int) -> str:
+        """The named L0C tiles of unit-flag blocks ``lo_block`` .. ``hi_block``, as ``atom`` names a range's."""
+        l0c = [i for i, space in enumerate(self.t.spaces) if space.name == "L0C"]
+        if not l0c:
+            return ""
+        return self._tiles_of(l0c[0], lo_block * UNIT_FLAG_BLOCK_BYTES, (hi_block + 1) * UNIT_FLAG_BLOCK_BYTES)
 
     def foot(self, inst: int, atom: int, write: bool) -> np.ndarray:
         """The atoms ``inst`` wrote (or read) in this run, and ``atom``, as a bool mask over atoms: each access
@@ -557,7 +567,7 @@ class _Words:
         lo_block, hi_block = int(t.uf_atom_blocks[wrong[0], 0]), int(t.uf_atom_blocks[wrong[-1], 1]) - 1
         span = f"L0C blocks {lo_block}..{hi_block}"
         blocks = span if count == hi_block - lo_block + 1 else f"{count} of {span}"
-        lines = [f"waits for unit flag = {want} on {blocks}"]
+        lines = [f"waits for unit flag = {want} on {blocks}{self.l0c_tiles(lo_block, hi_block)}"]
         toucher = int(last[wrong[0]])
         if toucher < 0:  # nothing flipped them: the last mmad of the program on them, if any, kept its flag
             toucher = self.last_writer(inst, wrong)
