@@ -166,3 +166,30 @@ def test_an_mmad_with_k_0_is_a_no_op_that_sets_no_flag_and_the_deadlock_names_it
     assert "fixpipe at tests/test_check.py:" in text and "waits for unit flag = 1" in text
     assert re.search(r"mmad at tests/test_check.py:\d+ \(AIC.M\) is a no-op \(its m, k or n is 0\)", text), text
     assert _mmad_then_fixpipe(32).verdict is aj.Verdict.OK
+
+
+def test_a_unit_flag_wait_whose_producer_is_stuck_names_it_and_what_holds_it():
+    """The cube never sets QK_READY: the PV matmul behind the stuck P_READY wait never runs, so the move of its
+    result waits on a flag no mmad touched. The entry names that matmul and the wait its queue is stuck at, not a
+    fix for the flag's modes (which are right)."""
+    text = str(_check("flash_attention.py", "no_ready_set"))
+    matmul = _line("flash_attention.py", r'pl\.matmul\(t\["o_acc"\]')
+    stuck = re.search(rf"matmul at kernels/flash_attention\.py:{matmul} \(AIC\.M\) in loop iteration \(1\) would set "
+                      r"them, but it never ran: it is queued behind (sync_wait at kernels/flash_attention\.py:\d+ via "
+                      r":\d+ \(AIC\.M\) in loop iteration \(1\))\.", text)  # fmt: skip
+    assert stuck, text
+    assert f"  {stuck.group(1)} waits for flag MTE1 -> M" in text  # and that wait has an entry of its own
+    assert "move_to_vec that produces these blocks" not in text
+
+
+def _store_of_an_unwritten_tile(k):
+    acc = k.alloc("L0C", (16, 16), "float32", name="acc")
+    k.set_mmad_direction("n")
+    k.store("out", acc, [0, 0], phase=aj.STPhase.Final)
+
+
+def test_a_read_waiting_on_blocks_no_mmad_wrote_asks_for_the_matmul_that_should():
+    text = str(aj.check(_store_of_an_unwritten_tile, {}, {"out": ((16, 16), "float32")}))
+    assert "waits for unit flag = 1 on L0C blocks 0..1 of tile `acc`" in text, text
+    assert "no mmad or L0C read touched those blocks before it." in text
+    assert "Fix: the matmul that produces these blocks must enable the unit flag" in text  # not "the store that"

@@ -1,12 +1,16 @@
 """The ``ascjax.pl`` tile language: a cube -> vector softmax written only with ``pl`` calls, ``pl.range`` loops,
 trace-time misuse, and ``pl`` outside a kernel."""
 
+import inspect
+
 import jax
 import numpy as np
+import pingpong
 import pytest
 
 import ascjax as aj
 from ascjax import pl
+from ascjax.front import record_kernel
 
 M = K = N = 32
 H = M // 2  # rows per AIV
@@ -243,3 +247,26 @@ def test_pl_after_a_failed_kernel_still_raises():
         pl.alloc("Vec", (8, 16), "float32")
     # inside a kernel the same call works (good twin)
     jax.eval_shape(lambda: aj.run(lambda k: pl.alloc("Vec", (8, 16), "float32", name="v"), {}, {}))
+
+
+def _helpers_kernel(k):
+    """Two flag pairs through a helper of another file (``kernels/pingpong.py``'s ``_sync``) and one wait written
+    here."""
+    with k.vector(0):
+        pingpong._sync(pl.PipeType.MTE2, pl.PipeType.V)  # call A
+        pingpong._sync(pl.PipeType.V, pl.PipeType.MTE3)  # call B
+        pl.system.sync_dst(set_pipe=pl.PipeType.MTE3, wait_pipe=pl.PipeType.MTE2, event_id=1)  # direct
+
+
+def test_an_op_in_a_helper_is_named_at_the_helpers_line_and_the_call():
+    """Every call of a ``_sync`` helper would otherwise name the same line: the call's line tells them apart. An op
+    written in the kernel itself is named at its own line alone."""
+    sites = {entry[1] for entry in record_kernel(_helpers_kernel, {}, {}).template.entries}
+    src, first = inspect.getsourcelines(_helpers_kernel)
+    here = {tag: f"tests/test_pl.py:{first + i}" for i, s in enumerate(src) for tag in ("A", "B", "direct") if f"# {tag}" in s
+            or f"# call {tag}" in s}  # fmt: skip
+    helper, helper_first = inspect.getsourcelines(pingpong._sync)
+    notify = f"kernels/pingpong.py:{helper_first + next(i for i, s in enumerate(helper) if 'sync_src' in s)}"
+    for call in ("A", "B"):
+        assert f"sync_notify at {notify} via {here[call]}" in sites, sites
+    assert f"sync_wait at {here['direct']}" in sites, sites

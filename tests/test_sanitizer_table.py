@@ -448,6 +448,11 @@ def line(fn, text):
     return f"{short_path(__file__)}:{first + next(i for i, s in enumerate(src) if text in s)}"
 
 
+def via(fn, text):
+    """`` via :N`` as findings name a helper's call: the line of ``fn`` holding ``text``."""
+    return " via :" + line(fn, text).rpartition(":")[2]
+
+
 MMAD, FIXPIPE = line(matmul, "k.mmad("), line(drain, "k.fixpipe(")
 
 
@@ -473,18 +478,21 @@ def test_table_is_large_and_balanced():
 def test_race_report_names_both_accesses_the_bytes_and_the_fix():
     race = _run(missing_m_fix_sync).findings()[0]
     assert race.kind is Finding.RACE and "RACE (RAW) on L0C bytes [0, 4096)" in race.message
-    assert race.other == f"mmad at {MMAD} (AIC.M)" and race.site == f"fixpipe at {FIXPIPE} (AIC.FIX)"
-    assert f"first:  mmad at {MMAD} (AIC.M)" in race.message and f"second: fixpipe at {FIXPIPE}" in race.message
+    # each op is in a helper (``matmul``, ``drain``): the report names the helper's line and the call's
+    mmad, fixpipe = MMAD + via(missing_m_fix_sync, "matmul(k, t)"), FIXPIPE + via(missing_m_fix_sync, "drain(k, t")
+    assert race.other == f"mmad at {mmad} (AIC.M)" and race.site == f"fixpipe at {fixpipe} (AIC.FIX)"
+    assert f"first:  mmad at {mmad} (AIC.M)" in race.message and f"second: fixpipe at {fixpipe}" in race.message
     assert "or DISABLE on both with sync_notify / sync_wait(M, FIX)" in race.message
     race = _run(reuse_l0c_without_reverse_sync).findings()[0]
     assert "RACE (WAR) on L0C bytes [0, 4096)" in race.message
-    assert race.other == f"fixpipe at {FIXPIPE} (AIC.FIX) in loop iteration (0)"
-    assert race.site == f"mmad at {MMAD} (AIC.M) in loop iteration (1)"
+    assert race.other == f"fixpipe at {FIXPIPE}{via(_two_rounds, 'drain(k, t)')} (AIC.FIX) in loop iteration (0)"
+    assert race.site == f"mmad at {MMAD}{via(_two_rounds, 'matmul(k, t)')} (AIC.M) in loop iteration (1)"
     race = _run(small_tile_without_barrier).findings()[0]
     assert "RACE (RAW (small-tile rule)) on L0C bytes [0, 4096)" in race.message
     assert "Fix: put sync_pipe('M') (PipeBarrier<PIPE_M>) between the accumulating mmads" in race.message
     race = _run(workspace_read_back_without_sync).findings()[0]
-    assert "RACE (RAW) on GM:ws bytes [0, " in race.message and race.other == f"fixpipe at {FIXPIPE} (AIC.FIX)"
+    drained = f"fixpipe at {FIXPIPE}{via(workspace_round_trip, 'drain(k, t')} (AIC.FIX)"
+    assert "RACE (RAW) on GM:ws bytes [0, " in race.message and race.other == drained
     assert (
         "Fix: sync_notify(FIX, MTE2, id) after the fixpipe and sync_wait(FIX, MTE2, id) before the copy" in race.message
     )

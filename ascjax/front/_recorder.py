@@ -78,8 +78,7 @@ class Recorder:
 
     def _issue(self, instr: isa.Instruction, core: int, args: tuple, kwargs: dict) -> None:
         a = instr.arguments(args, kwargs)
-        file, line = sites.caller()
-        site = f"{instr.name} at {sites.short_path(file)}:{line}"
+        site = f"{instr.name} at {sites.issue_location()}"
         b = self.builder
         with b.on(core):
             if instr.sync in (Sync.SET_FLAG, Sync.WAIT_FLAG):
@@ -103,12 +102,12 @@ class Recorder:
     def trip_count(self, core: int, trip_max: int, count) -> None:
         """A loop's traced trip count, checked against its static maximum where the scalar unit reads it: past it
         (or negative) is a BOUNDS finding, never clamped."""
-        file, line = sites.caller()
+        where = sites.issue_location()
         count = jnp.asarray(count, jnp.int32)
         bad = (count < 0) | (count > trip_max)
         with self.builder.on(core):
             self.builder.instruction(
-                "range", Pipe.S, site=f"range at {sites.short_path(file)}:{line}",
+                "range", Pipe.S, site=f"range at {where}",
                 faults=(Fault(Finding.BOUNDS, bad, BOUNDS_TRIP_COUNT, count, trip_max),),
             )  # fmt: skip
 

@@ -28,6 +28,24 @@ def caller() -> tuple[str, int]:
     return "<unknown>", 0
 
 
+def issue_location() -> str:
+    """``file:line`` of the user's line that issued the instruction being recorded. Where that line is in a helper
+    of the kernel (a function user code called, such as a ``_sync(src, dst)`` pair), `` via :line`` adds the call:
+    every call of the helper then has a line of its own. A line of the kernel, a loop body or a branch (called by
+    ascjax) stands alone."""
+    frame = sys._getframe(1)
+    while frame is not None and not _outside(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>:0"
+    here = f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+    call = frame.f_back
+    if call is None or not _outside(call.f_code.co_filename) or call.f_code.co_filename.startswith("<"):
+        return here
+    same = os.path.abspath(call.f_code.co_filename) == os.path.abspath(frame.f_code.co_filename)
+    return f"{here} via {'' if same else short_path(call.f_code.co_filename)}:{call.f_lineno}"
+
+
 def _outside(path: str) -> bool:
     if path.startswith("<frozen"):  # the import machinery
         return False

@@ -575,6 +575,12 @@ class _Words:
         if nop is not None:
             lines.append(f"    {self.where(nop)} is a no-op (its m, k or n is 0): it set no unit flag on them.")
         if toucher < 0:
+            pending = self.unrun_writer(inst, wrong)
+            if pending is not None:  # the flag's producer is stuck itself: its queue's entry says at what
+                head = self.stuck_head(pending)
+                behind = f": it is queued behind {self.where(head)}" if head not in (None, pending) else ""
+                lines.append(f"    {self.where(pending)} would set them, but it never ran{behind}.")
+                return "\n".join(lines)
             lines.append("    no mmad or L0C read touched those blocks before it.")
         else:
             mode, role = int(self.ops["uf_mode"][toucher]), UnitFlagRole(int(t.uf_role[toucher]))
@@ -588,8 +594,8 @@ class _Words:
         fix = _unit_flag_fix(want, UnitFlagRole(int(t.uf_role[toucher])) if toucher >= 0 else None,
                              int(self.ops["uf_mode"][toucher]) if toucher >= 0 else 0)  # fmt: skip
         if self.pl_spelled(inst) or (toucher >= 0 and self.pl_spelled(toucher)):  # PyPTO-Pro's words and spelling
-            writer = toucher if toucher >= 0 and t.uf_role[toucher] == UnitFlagRole.WRITER else inst
-            name = self.spelling(writer) if self.pl_spelled(writer) else "matmul"
+            writers = [i for i in (toucher, inst) if i >= 0 and t.uf_role[i] == UnitFlagRole.WRITER]
+            name = self.spelling(writers[0]) if writers and self.pl_spelled(writers[0]) else "matmul"
             fix = phases_first(fix).replace("an mmad", f"a {name}").replace("mmad", name)
         lines.append("    Fix: " + fix)
         return "\n".join(lines)
@@ -603,6 +609,17 @@ class _Words:
             & (lo <= atoms[0]) & (atoms[0] < hi)
         )  # fmt: skip
         return int(found[np.argmax(t.pidx[found])]) if found.size else -1
+
+    def unrun_writer(self, inst: int, atoms: list) -> int | None:
+        """The last mmad on ``atoms`` before ``inst`` in its core's program that is in the program but never ran (the
+        flag's producer, stuck behind something else), or None."""
+        t, lo, hi = self.t, self.ops["uf_lo"], self.ops["uf_hi"]
+        never = self.enable & (self.start < 0) if self.start.size else np.zeros(t.n_instances, bool)
+        found = np.flatnonzero(
+            never & (t.uf_role == UnitFlagRole.WRITER) & (t.core == t.core[inst]) & (t.pidx < t.pidx[inst])
+            & (lo <= atoms[0]) & (atoms[0] < hi)
+        )  # fmt: skip
+        return int(found[np.argmax(t.pidx[found])]) if found.size else None
 
     def no_op_mmad(self, inst: int, atoms: list) -> int | None:
         """The last no-op mmad (m, k or n is 0) on ``atoms`` before ``inst`` in its core's program, if any."""
