@@ -193,3 +193,22 @@ def test_a_read_waiting_on_blocks_no_mmad_wrote_asks_for_the_matmul_that_should(
     assert "waits for unit flag = 1 on L0C blocks 0..1 of tile `acc`" in text, text
     assert "no mmad or L0C read touched those blocks before it." in text
     assert "Fix: the matmul that produces these blocks must enable the unit flag" in text  # not "the store that"
+
+
+def test_a_cross_core_set_on_another_pipe_than_the_last_write_is_named_with_its_pipe():
+    """Seed 002: the AIVs store to GM on MTE3, then set the event on V. The event is there and the cube waits for it,
+    so the words say which pipe the set must be on, not that nothing orders the pair; its good twin sets on MTE3."""
+    text = str(_check("seed_rules.py", "xc_set_on_v"))
+    set_line = _line("seed_rules.py", r"pl\.system\.set_cross_core\(pipe=set_pipe")
+    assert "RACE (RAW) on GM:ws" in text and "first:  copy_ub2gm at kernels/seed_rules.py:" in text, text
+    assert f"the set_cross_core at kernels/seed_rules.py:{set_line} (AIV" in text
+    assert "but it is set on V, which does not wait for MTE3" in text and "nothing orders them" not in text
+    assert "Fix: set_cross_core(pipe=MTE3, event_id=1), on the pipe of the copy_ub2gm (the last write)" in text
+    assert _check("seed_rules.py", "xc_set_on_mte3").verdict is aj.Verdict.OK
+
+
+def test_a_cross_core_set_ordered_after_the_write_by_a_flag_is_not_called_misplaced():
+    """In the flash-attention slot mismatch, the set on MTE3 after the AIVs' V work is ordered by their V -> MTE3
+    flag: the race is the slot expression, and the words say so."""
+    text = str(_check("flash_attention.py", "slot_mismatch"))
+    assert "slot mismatch:" in text and "which does not wait for" not in text, text

@@ -263,10 +263,22 @@ class _Words:
         if set(roles) == {UnitFlagRole.WRITER, UnitFlagRole.READER}:  # an mmad and a read of L0C
             lines += self.unit_flag_race(roles[UnitFlagRole.WRITER], roles[UnitFlagRole.READER])
             return "\n".join(lines)
-        lines.append("  nothing orders them: no flag, unit-flag handshake, barrier or cross-core event leads from the "
-                     "first to the second.")  # fmt: skip
         (first, first_core, first_pipe), (second, second_core, second_pipe) = self.who(other), self.who(inst)
         mismatch = self.slot_mismatch(inst, other) if first_core != second_core else None
+        late = self.set_on_another_pipe(inst, other) if first_core != second_core and mismatch is None else None
+        if late is not None:  # seed 002: a cross-core set goes on the pipe of the producer's last write
+            wait, event = late
+            set_pipe, eid = self.who(event)[2], int(self.ops["event_id"][event])
+            lines += [
+                f"  the {self.where(event)} follows the {first} in {first_core}'s program, and the {second}'s core "
+                f"waits for it at {self.t.entries[int(self.t.entry[wait])][1].partition(' at ')[2]}, but it is set on "
+                f"{set_pipe}, which does not wait for {first_pipe}: the signal can leave before the {first}'s data has.",
+                f"  Fix: set_cross_core(pipe={first_pipe}, event_id={eid}), on the pipe of the {first} (the last write), "
+                f"or sync_notify / sync_wait({first_pipe}, {set_pipe}) before the set.",
+            ]
+            return "\n".join(lines)
+        lines.append("  nothing orders them: no flag, unit-flag handshake, barrier or cross-core event leads from the "
+                     "first to the second.")  # fmt: skip
         if mismatch is not None:
             lines += self.slot_words(mismatch)
         elif first_core != second_core:
@@ -280,6 +292,27 @@ class _Words:
                 f"{second_pipe}, id) before the {second}."
             )
         return "\n".join(lines)
+
+    def set_on_another_pipe(self, inst: int, other: int) -> tuple[int, int] | None:
+        """``(wait, set)`` where ``other``'s core sets a cross-core event after ``other`` in its program, on another
+        pipe than ``other``'s and with nothing between them that could order that pipe before the set (a flag set on
+        ``other``'s pipe, a PIPE_ALL), and ``inst``'s core waited for that event id before ``inst``: the event is
+        there, on the wrong pipe. None where no such pair ran."""
+        t, ran = self.t, (self.start >= 0) if self.start.size else np.zeros(self.t.n_instances, bool)
+        on, same_core = self.enable & ran, t.core == t.core[other]
+        after = on & same_core & (t.pidx > t.pidx[other])
+        sets = np.flatnonzero(after & (t.sync == Sync.CROSS_SET))
+        if not sets.size:
+            return None
+        event = int(sets[np.argmin(t.pidx[sets])])  # the first cross-core set after the write
+        between = np.flatnonzero(after & (t.pidx < t.pidx[event]))
+        orders = [i for i in between if t.sync[i] == Sync.BARRIER_ALL
+                  or (t.sync[i] == Sync.SET_FLAG and t.queue[i] == t.queue[other])]  # fmt: skip
+        if t.queue[event] == t.queue[other] or orders:
+            return None
+        waits = np.flatnonzero(on & (t.sync == Sync.CROSS_WAIT) & (t.core == t.core[inst]) & (t.pidx < t.pidx[inst])
+                               & (self.ops["event_id"] == self.ops["event_id"][event]))  # fmt: skip
+        return (int(waits[np.argmax(t.pidx[waits])]), event) if waits.size else None
 
     def slot_mismatch(self, *insts: int) -> SlotMismatch | None:
         """The slot mismatch one of ``insts`` made (seed 002's check 1), if any: then that is the race's cause."""
