@@ -212,3 +212,12 @@ def test_a_cross_core_set_ordered_after_the_write_by_a_flag_is_not_called_mispla
     flag: the race is the slot expression, and the words say so."""
     text = str(_check("flash_attention.py", "slot_mismatch"))
     assert "slot mismatch:" in text and "which does not wait for" not in text, text
+
+
+def test_a_wait_whose_set_this_run_leaves_out_names_that_set_and_the_path():
+    """Zero tiles: the drain after the loop waits for a set only the loop's iterations make."""
+    text = str(_check("zero_trip.py", "buggy_zero_tiles"))
+    notify = _line("zero_trip.py", r"sync_src\(set_pipe=PIPE\.MTE3, wait_pipe=PIPE\.MTE2, event_id=1\)$")  # in the loop
+    assert "waits for flag MTE3 -> MTE2 event 1 on AIV0, which no set of this run delivers: sync_notify at " in text
+    assert f"kernels/zero_trip.py:{notify} (AIV0.MTE3) in loop iteration (0) would, but this run leaves it out" in text
+    assert "pre-post one before the loop" in text

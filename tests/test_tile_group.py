@@ -197,7 +197,8 @@ def test_traced_index_out_of_range_is_bounds_and_writes_nothing():
     assert s0.tolist() == [7.0, 1.0, 1.0, 1.0]  # index 2 is clipped to 1 and -1 to 0 for shape only: no write
     assert s1.tolist() == [2.0, 7.0, 2.0, 2.0]
     rep = result.report(2)
-    assert rep.op == "fill" and "(AIV0.V) picks a TileGroup slot or window outside its range" in rep.message
+    assert rep.op == "fill" and "(AIV0.V) picks a slot outside TileGroup `g` (depth 2: `g[0]` .. `g[1]`)" in rep.message
+    assert "a traced index is never taken modulo the depth (write `g[i % 2]`)" in rep.message
 
 
 def test_static_index_out_of_range_raises():

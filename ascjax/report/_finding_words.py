@@ -229,7 +229,16 @@ class _Words:
 
     def bounds(self, inst, here, a, b):
         if b < FAULT_DETAIL:
-            return f"BOUNDS: {here} picks a TileGroup slot or window outside its range ({'write' if b else 'read'} operand {a})"
+            group = self.group_of(inst, a, bool(b))
+            operand = f"{'write' if b else 'read'} operand {a}"
+            if group is None:
+                return f"BOUNDS: {here} picks a TileGroup slot or window outside its range ({operand})"
+            name, depth = group
+            return (
+                f"BOUNDS: {here} picks a slot outside TileGroup `{name}` (depth {depth}: `{name}[0]` .. "
+                f"`{name}[{depth - 1}]`) for its {operand}, so the instruction does nothing: a traced index is never "
+                f"taken modulo the depth (write `{name}[i % {depth}]`)"
+            )
         what, limit = BOUNDS_WHAT[b - FAULT_DETAIL], int(self.ops["bounds_limit"][inst])
         if b - FAULT_DETAIL == BOUNDS_TRIP_COUNT:
             return (
@@ -244,6 +253,21 @@ class _Words:
             f"BOUNDS: {here}: {what} = {a} is outside [0, {limit}], so the instruction does nothing "
             "(a traced value past its limit is never clamped)"
         )
+
+    def group_of(self, inst: int, slot: int, write: bool) -> tuple[str, int] | None:
+        """``(name, depth)`` of the TileGroup whose slots are the candidates of the access, or None (a window)."""
+        t = self.t
+        first, end = (int(x) for x in (t.write_foot if write else t.read_foot)[inst, slot])
+        if end <= first:
+            return None
+        index = int(t.atom_space[first])
+        lo, hi = int(t.atom_bytes[first, 0]), int(t.atom_bytes[end - 1, 1])
+        names = [n for s, a, b, n in t.regions if s == index and lo <= a and b <= hi]
+        slots = [re.fullmatch(r"(.+)\[(\d+)\]", n) for n in names]
+        groups = {m.group(1) for m in slots if m}
+        if len(groups) != 1 or not all(slots):
+            return None
+        return groups.pop(), len({m.group(2) for m in slots})
 
     def layout(self, inst, here, m):
         if int(self.ops["layout_limit"][inst]):
@@ -459,7 +483,15 @@ class _Words:
             if 0 <= bit < len(t.flag_bits):
                 later = self.unrun_set(inst, bit)
                 if later is None:
-                    return f"waits for {self.flag(bit)}, which no set delivers"
+                    off = self.unrun_set(inst, bit, enabled=False)
+                    if off is None:
+                        return f"waits for {self.flag(bit)}, which no set delivers"
+                    return (
+                        f"waits for {self.flag(bit)}, which no set of this run delivers: {self.where(off)} would, but "
+                        "this run leaves it out (its loop ran fewer iterations, or its branch was not taken). "
+                        "Fix: a set for this wait on every path, whatever the trip count: pre-post one before the loop "
+                        "and wait at the top of every iteration, or skip this wait where the loop did not run"
+                    )
                 if t.pidx[later] > t.pidx[inst]:
                     return (
                         f"waits for {self.flag(bit)}, which {self.where(later)}, issued later, would deliver: it never "
@@ -489,14 +521,15 @@ class _Words:
         t = self.t
         return int(t.flag_base[inst]) + int(t.flag_scale[inst]) * int(self.ops["event_id"][inst])
 
-    def unrun_set(self, inst: int, bit: int) -> int | None:
-        """A set of flag ``bit`` in the program that never ran (the first in program order), or None."""
+    def unrun_set(self, inst: int, bit: int, enabled: bool = True) -> int | None:
+        """A set of flag ``bit`` in the program that never ran (the first in program order), or None. ``enabled``
+        False: a set this run leaves out instead (a loop iteration past its trip count, a branch not taken)."""
         t = self.t
         if not self.start.size:
             return None
         sets = [
-            int(i) for i in np.flatnonzero((t.sync == Sync.SET_FLAG) & (t.core == t.core[inst]) & self.enable
-                                          & (self.start < 0) & (t.flag_base >= 0))
+            int(i) for i in np.flatnonzero((t.sync == Sync.SET_FLAG) & (t.core == t.core[inst])
+                                          & (self.enable == enabled) & (self.start < 0) & (t.flag_base >= 0))
             if self.flag_bit(int(i)) == bit
         ]  # fmt: skip
         return min(sets, key=lambda i: t.pidx[i]) if sets else None
