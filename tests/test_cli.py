@@ -5,6 +5,7 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
 from conftest import KERNELS, ROOT
 
 from ascjax.tools import cli
@@ -156,3 +157,20 @@ def test_importing_ascjax_quiets_xla_slow_compile_banners_unless_the_user_chose_
     env["TF_CPP_MIN_LOG_LEVEL"] = "1"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
     assert out.stdout.strip() == "1"
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["run", "k.py::c", "--chip", "a9"], "python -m ascjax run: argument --chip: invalid choice: 'a9'"),
+        (["golden", "k.py::c"], "python -m ascjax golden: the following arguments are required: --out"),
+        (["frobnicate"], "python -m ascjax: argument command: invalid choice: 'frobnicate'"),
+        (["sweep", "k.py::c", "--chunk", "x"], "python -m ascjax sweep: argument --chunk: invalid int value: 'x'"),
+    ],
+)
+def test_a_usage_mistake_is_one_line_on_stderr_and_exit_status_2(argv, words, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: {words}") and "--help)" in err, err

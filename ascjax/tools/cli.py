@@ -211,8 +211,16 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage mistake as one line on stderr (exit status 2): the command, the mistake, and where the
+    usage is (``--help``), instead of the whole usage block. Its subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ascjax", description="Ascend AI Core emulator")
+    parser = _Parser(prog="python -m ascjax", description="Ascend AI Core emulator")
     sub = parser.add_subparsers(dest="command", required=True)
     p_list = sub.add_parser("list", help="list the cases a kernel file defines")
     p_list.add_argument("file")
