@@ -52,3 +52,16 @@ def test_an_input_the_kernel_never_names_draws_a_warning_naming_it():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnusedInputWarning)
         aj.run(load, {"a": A}, {})  # the good twin: every input named
+
+
+def load_rows(k, rows=16, *, cols=16):
+    k.copy_gm2l1(k.alloc("L1", (rows, cols), "float16"), "a")
+
+
+def test_a_misspelt_parameter_is_refused_naming_the_kernels_parameters():
+    aj.check(load_rows, {"a": A}, {}, params={"rows": 16})  # the good twin
+    with pytest.raises(TypeError, match=r"rule 'params': 'row' is not a parameter of kernel 'load_rows' "
+                                        r"\(its parameters: rows, cols\)"):  # fmt: skip
+        aj.check(load_rows, {"a": A}, {}, params={"row": 16})
+    with pytest.raises(TypeError, match=r"'col', 'row' are not parameters of kernel 'load_rows'"):
+        aj.run(load_rows, {"a": A}, {}, params={"row": 16, "col": 16})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import inspect
 import warnings
 
 import equinox as eqx
@@ -83,8 +84,31 @@ def _output_spec(name: str, spec):
     return dims, np_dtype
 
 
+def kernel_parameters(kernel) -> list[str] | None:
+    """The names a kernel takes after its ``Program`` (None: any name, ``**kwargs``, or no signature to read)."""
+    try:
+        parameters = list(inspect.signature(kernel).parameters.values())[1:]  # the first is the Program
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return [p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+
+
+def _check_params(kernel, params: dict) -> None:
+    """Every parameter names one the kernel takes: a misspelt name is refused with the kernel's names."""
+    names = kernel_parameters(kernel)
+    unknown = [] if names is None else [name for name in params if name not in names]
+    if unknown:
+        raise TypeError(
+            f"rule 'params': {', '.join(map(repr, unknown))} {'is not a parameter' if len(unknown) == 1 else 'are not parameters'} "
+            f"of kernel {getattr(kernel, '__name__', kernel)!r} (its parameters: {', '.join(names) or 'none'})"
+        )
+
+
 def trace_kernel(kernel, program: Program, params: dict) -> Program:
     """Run ``kernel(program, **params)`` as the current kernel; a trace-time error names the kernel line."""
+    _check_params(kernel, params)
     _CURRENT.append(program)
     try:
         kernel(program, **params)

@@ -27,7 +27,7 @@ from ..core._chip import get_chip
 from ..core._options import Options
 from ..engine import Record, default_costs
 from ..engine._log import ENTRY
-from ..front._tracing import gm_inputs
+from ..front._tracing import gm_inputs, kernel_parameters
 from ..runner._run import run
 from ._case import Case, max_abs_err
 
@@ -117,13 +117,9 @@ def _scenario_count(scenarios: dict) -> int:
 
 def _check_columns(kernel, columns: dict, inputs: dict) -> None:
     """Every column names a kernel parameter, a GM input or a ``costs.`` field (checked by the caller)."""
-    try:
-        parameters = list(inspect.signature(kernel).parameters.values())[1:]  # the first is the Program
-    except (TypeError, ValueError):
+    names = kernel_parameters(kernel)
+    if names is None:
         return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return
-    names = [p.name for p in parameters]
     for name in columns:
         if not name.startswith(_COST_PREFIX) and name not in inputs and name not in names:
             known = ", ".join(names) or "none"
