@@ -207,7 +207,11 @@ def _trace(variant):
         ("store_phase", r"phase, scale and relu apply to a store out of L0C \(the fixpipe\), not from UB"),
         ("max_dim", r"pl reductions take dim=0 \(along rows, to \[rows, 1\]\) or dim=1 .*got dim=2"),
         ("sum_dim", r"rule 'column reduction': col_sum of .* gives a \[1, 16\] tile, got `col`"),
-        ("move_path", r"pl.move has no path L0C -> L0A"),
+        (
+            "move_path",
+            r"pl.move has no path Acc \(L0C\) -> Left \(L0A\): from Acc \(L0C\) it moves to Vec \(UB\); into "
+            r"Left \(L0A\) from Mat \(L1\)",
+        ),
     ],
 )
 def test_pl_misuse_raises_at_trace_time(variant, pattern):

@@ -176,7 +176,15 @@ def _path(what: str, src: Buffer, dst: Buffer, tile) -> isa.Instruction:
     if instr is not None:
         return instr
     if what == "move":
-        raise ValueError(f"pl.move has no path {src} -> {dst}")
+        name = lambda b: f"{_SPACE_NAMES.get(b, b)} ({b})"  # noqa: E731
+        order = list(Buffer).index
+        to = sorted((b for a, b in isa.routes() if a is src and b is not Buffer.GM), key=order)
+        into = sorted((a for a, b in isa.routes() if b is dst and a is not Buffer.GM), key=order)
+        raise ValueError(
+            f"pl.move has no path {name(src)} -> {name(dst)}: from {name(src)} it moves to "
+            f"{', '.join(map(name, to)) or 'nothing'}; into {name(dst)} from {', '.join(map(name, into)) or 'nothing'}"
+            " (GM is pl.load / pl.store)"
+        )
     if what == "load":
         side, ends = "writes", [b for a, b in isa.routes() if a is Buffer.GM]
     else:
