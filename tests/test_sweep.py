@@ -181,3 +181,18 @@ def test_trip_counts_past_the_maximum_are_findings_phases_print_by_name_and_cycl
     assert "trip count = 99 is outside [0, 4], the loop's static maximum; it ran 4 iterations" in rep.message
     with pytest.raises(ValueError, match=r"rule 'trip count': count = 99 is outside \[0, 4\]"):
         aj.run(_counted, {}, {}, params={"trips": 99})  # a static count is refused at trace time
+
+
+def test_an_ok_row_whose_store_ran_before_matmuls_it_follows_is_marked_reordered():
+    """First matmul Final (the others Partial), store Final: the store reads after the first K step (a partial sum)
+    with every access ordered, so the verdict is ok, and the row's ``reordered`` names the pair; the seed's recipe
+    (Partial ... Final) has none."""
+    case = phases.phase_case(phases.AccPhase.Final, phases.AccPhase.Partial, phases.AccPhase.Partial,
+                             phases.STPhase.Final)  # fmt: skip
+    final, partial = int(phases.AccPhase.Final), int(phases.AccPhase.Partial)
+    table = aj.sweep(case, {"first": np.array([partial, final], np.int32), "last": np.array([final, partial], np.int32)},
+                     progress=False)  # fmt: skip
+    recipe, early = table.rows
+    assert recipe["first"] == partial and recipe["verdict"] == "ok" and recipe["reordered"] is None
+    assert early["verdict"] == "ok" and early["reordered"] == "store (phases.py:60) before matmul_acc (phases.py:53)"
+    assert "reordered" in table.columns and "(1 ok with an instruction run before an earlier one" in table.summary()

@@ -36,7 +36,8 @@ _COST_PREFIX = "costs."
 
 @dataclasses.dataclass
 class SweepTable:
-    """One row per scenario: its values, verdict, offending op and location, cycles, max error."""
+    """One row per scenario: its values, verdict, offending op and location, cycles, the pair sync ran against the
+    kernel's order (``reordered``, where any scenario has one), max error."""
 
     columns: list[str]
     rows: list[dict]
@@ -61,6 +62,9 @@ class SweepTable:
     def summary(self, max_rows: int = 20) -> str:
         """Verdict counts, then the first ``max_rows`` rows as a table."""
         head = ", ".join(f"{n} {label}" for label, n in self.counts().items())
+        reordered = sum(1 for r in self.rows if r["verdict"] == Verdict.OK.label and r.get("reordered"))
+        if reordered:  # sync ordered the pair, but not as the kernel wrote it
+            head += f" ({reordered} ok with an instruction run before an earlier one: see `reordered`)"
         text = f"{len(self)} scenarios: {head}\n" + self.format(self.rows[:max_rows])
         if len(self) > max_rows:
             text += f"\n... {len(self) - max_rows} more rows (to_csv / to_json for all)"
@@ -249,6 +253,7 @@ def _one(kernel, chip, options, inputs, outputs, params, row, with_outputs):
         "code": r.verdict,
         "entry": r.control.findings[0, ENTRY],  # the most severe finding's template entry (-1: none)
         "cycles": jnp.max(r.control.end),
+        "reordered": r.control.reordered,  # a later instruction of a core that ran before an earlier one (-1: none)
         "record": Record(r.record.template, {}),  # its template only: static, one for every scenario
     }
     return {**fields, "outputs": r.outputs} if with_outputs else fields
@@ -290,6 +295,7 @@ def _table(columns: dict, merged: dict, inputs: dict, reference, template) -> Sw
     scalar_cols = [name for name, col in columns.items() if col.ndim == 1]
     values = {name: columns[name].tolist() for name in scalar_cols}
     codes, entries, cycles = (np.asarray(merged[k]).tolist() for k in ("code", "entry", "cycles"))
+    reordered = np.asarray(merged["reordered"]).tolist()
     # a sweep has few distinct verdicts and failing ops: each is looked up once
     verdicts = {code: (Verdict(code), Verdict(code).label) for code in set(codes)}
     rows = []
@@ -300,13 +306,24 @@ def _table(columns: dict, merged: dict, inputs: dict, reference, template) -> Sw
             op, _, location = template.entries[entries[i]][1].partition(" at ")  # the kernel's spelling
         row = {name: values[name][i] for name in scalar_cols}
         row.update(verdict=label, op=op, location=location, cycles=max(int(cycles[i]), 0))
+        first, earlier = reordered[i]
+        if first >= 0:  # sync let a later instruction run first: its outputs are not the ones the kernel's order gives
+            row["reordered"] = f"{_spelling(template, first)} before {_spelling(template, earlier)}"
         if reference is not None:
             x = {name: (columns[name][i] if name in columns else v) for name, v in inputs.items()}
             outs = {name: v[i] for name, v in merged["outputs"].items()}
             want = reference(x, {name: columns[name][i] for name in columns})
             row["max_err"] = max_abs_err(outs, want) if verdict is Verdict.OK else None
         rows.append(row)
-    names = (
-        scalar_cols + ["verdict", "op", "location", "cycles"] + (["max_err"] if rows and "max_err" in rows[0] else [])
-    )
+    if any("reordered" in row for row in rows):
+        for row in rows:
+            row.setdefault("reordered", None)
+    names = scalar_cols + ["verdict", "op", "location", "cycles"]
+    names += [name for name in ("reordered", "max_err") if rows and name in rows[0]]
     return SweepTable(columns=names, rows=rows)
+
+
+def _spelling(template, inst: int) -> str:
+    """An instance as the kernel spells it, with its file and line: ``store (phases.py:60)``."""
+    name, _, location = template.entries[int(template.entry[inst])][1].partition(" at ")
+    return f"{name} ({location.rpartition('/')[2]})"
