@@ -1,8 +1,8 @@
 """Kernel lines: where in the user's kernel an instruction was issued or a trace-time error was raised.
 
-``caller`` finds the kernel line of the instruction being recorded (its site, ``op at file:line``), of a
-freed tile and of an unused input's warning; ``locate`` appends the kernel line to a trace-time error's
-message.
+``issue_location`` finds the kernel line of the instruction being recorded (its site, ``op at file:line``,
+and the call's line where that is in a helper of the kernel); ``caller`` the line of a freed tile and of an
+unused input's warning; ``locate`` appends the kernel line to a trace-time error's message.
 """
 
 from __future__ import annotations

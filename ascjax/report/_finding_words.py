@@ -668,21 +668,21 @@ class _Words:
 
     def last_writer(self, inst: int, atoms: list) -> int:
         """The last mmad on ``atoms`` that ran before ``inst`` in its core's program (-1: none)."""
-        t, lo, hi = self.t, self.ops["uf_lo"], self.ops["uf_hi"]
-        ran = self.start >= 0 if self.start.size else np.zeros(t.n_instances, bool)
-        found = np.flatnonzero(
-            ran & (t.uf_role == UnitFlagRole.WRITER) & (t.core == t.core[inst]) & (t.pidx < t.pidx[inst])
-            & (lo <= atoms[0]) & (atoms[0] < hi)
-        )  # fmt: skip
-        return int(found[np.argmax(t.pidx[found])]) if found.size else -1
+        ran = self.start >= 0 if self.start.size else np.zeros(self.t.n_instances, bool)
+        found = self._mmads_before(inst, atoms, ran)
+        return found if found is not None else -1
 
     def unrun_writer(self, inst: int, atoms: list) -> int | None:
         """The last mmad on ``atoms`` before ``inst`` in its core's program that is in the program but never ran (the
         flag's producer, stuck behind something else), or None."""
+        never = self.enable & (self.start < 0) if self.start.size else np.zeros(self.t.n_instances, bool)
+        return self._mmads_before(inst, atoms, never)
+
+    def _mmads_before(self, inst: int, atoms: list, among) -> int | None:
+        """The last mmad of ``among`` (a mask over instances) on ``atoms`` before ``inst`` in its core's program."""
         t, lo, hi = self.t, self.ops["uf_lo"], self.ops["uf_hi"]
-        never = self.enable & (self.start < 0) if self.start.size else np.zeros(t.n_instances, bool)
         found = np.flatnonzero(
-            never & (t.uf_role == UnitFlagRole.WRITER) & (t.core == t.core[inst]) & (t.pidx < t.pidx[inst])
+            among & (t.uf_role == UnitFlagRole.WRITER) & (t.core == t.core[inst]) & (t.pidx < t.pidx[inst])
             & (lo <= atoms[0]) & (atoms[0] < hi)
         )  # fmt: skip
         return int(found[np.argmax(t.pidx[found])]) if found.size else None
