@@ -8,7 +8,8 @@ the first, middle and last ``matmul`` and STPhase on the ``store``), here over u
 phase combinations times a trip count of 1 to 16 K steps, all traced (1,024 of the 1,296, spread
 evenly). ``ascjax.sweep`` runs them as one jitted ``vmap`` and builds its table; the Python loop
 calls the jitted single-scenario run once per scenario and reads what a table row holds
-(verdict, offending op, cycles), as a user without ``vmap`` would. Both are timed after their
+(verdict, offending op, cycles, and with the checks the pair sync ran against the kernel's order), as a user
+without ``vmap`` would. Both are timed after their
 compilation, with all checks on and with the race checks off.
 """
 
@@ -74,7 +75,8 @@ def _compare(case, grid, n, options, repeats):
     def one(first, middle, last, store, steps):
         p = {"first": first, "middle": middle, "last": last, "store": store, "steps": steps, "max_steps": MAX_STEPS}
         r = aj.run(case.kernel, inputs, case.outputs, params=p, options=options)
-        return r.verdict, r.control.findings[0, 1], jnp.max(r.control.end)  # what a table row holds
+        row = r.verdict, r.control.findings[0, 1], jnp.max(r.control.end)  # what a table row holds
+        return (*row, r.control.reordered) if options.sanitize else row  # with the checks, the reordered pair too
 
     def looped():
         return [int(one(*(grid[key][i] for key in KEYS))[0]) for i in range(n)]

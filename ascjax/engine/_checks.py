@@ -247,19 +247,22 @@ def pair_checks(st: Static, log: Log, acc: Accesses, win: Windows, landed=None, 
             # vmap then scatters rows, not one scenario's elements at a time)
             best = _least(best, st.race_place[p.oi], jnp.where(w_first, key, BIG), p.o, n_acc)
             best = _least(best, st.race_place[p.wi], jnp.where(w_first, BIG, key), p.o, n_acc)
-        against = (p.w_before_o & (st.pidx[p.oi] < st.pidx[p.wi])) | (p.o_before_w & (st.pidx[p.wi] < st.pidx[p.oi]))
-        hit = p.conflict & p.same_core & against
-        return best, _least(reorder, None, jnp.where(hit, p.w, BIG), p.o, n_acc)
+        write_ran_first = p.w_before_o & (st.pidx[p.oi] < st.pidx[p.wi])
+        hit = p.conflict & p.same_core & (write_ran_first | (p.o_before_w & (st.pidx[p.wi] < st.pidx[p.oi])))
+        # which of the two ran first rides in the second key's lowest bit: read back after the loop, it would be a
+        # gather from every instance's clock, which a sweep's vmap lays out again whole (40 ms at 1,024 scenarios)
+        return best, _least(reorder, None, jnp.where(hit, p.w, BIG), 2 * p.o + write_ran_first, 2 * n_acc)
 
     none = lambda *shape: (jnp.full(shape, BIG, jnp.int32),) * (1 if packed else 2)  # noqa: E731
     best, reorder = over_passes(body, (none(st.race_inst.shape[0]), none()))
 
-    w, o = _keys(reorder, n_acc)
+    w, o = _keys(reorder, 2 * n_acc)
+    write_ran_first = jax.lax.rem(o, 2) == 1
+    o = jax.lax.div(o, 2)
     found = w < BIG
     w, o = jnp.where(found, w, 0), jnp.where(found, o, 0)
     wi, oi = st.acc_inst[w], st.acc_inst[o]
-    ran_first = (log.clock[oi, st.queue[wi]] >= log.epoch[wi]) & (st.pidx[oi] < st.pidx[wi])
-    reordered = jnp.where(found, jnp.where(ran_first, jnp.stack([wi, oi]), jnp.stack([oi, wi])), -1)
+    reordered = jnp.where(found, jnp.where(write_ran_first, jnp.stack([wi, oi]), jnp.stack([oi, wi])), -1)
     if not races:
         return None, reordered.astype(jnp.int32)
     key, o = _keys(best, n_acc)

@@ -253,9 +253,12 @@ def _one(kernel, chip, options, inputs, outputs, params, row, with_outputs):
         "code": r.verdict,
         "entry": r.control.findings[0, ENTRY],  # the most severe finding's template entry (-1: none)
         "cycles": jnp.max(r.control.end),
-        "reordered": r.control.reordered,  # a later instruction of a core that ran before an earlier one (-1: none)
         "record": Record(r.record.template, {}),  # its template only: static, one for every scenario
     }
+    if (
+        options.sanitize
+    ):  # with the checks: a later instruction of a core that sync ran before an earlier one (-1: none)
+        fields["reordered"] = r.control.reordered
     return {**fields, "outputs": r.outputs} if with_outputs else fields
 
 
@@ -295,7 +298,7 @@ def _table(columns: dict, merged: dict, inputs: dict, reference, template) -> Sw
     scalar_cols = [name for name, col in columns.items() if col.ndim == 1]
     values = {name: columns[name].tolist() for name in scalar_cols}
     codes, entries, cycles = (np.asarray(merged[k]).tolist() for k in ("code", "entry", "cycles"))
-    reordered = np.asarray(merged["reordered"]).tolist()
+    reordered = np.asarray(merged["reordered"]).tolist() if "reordered" in merged else [(-1, -1)] * len(codes)
     # a sweep has few distinct verdicts and failing ops: each is looked up once
     verdicts = {code: (Verdict(code), Verdict(code).label) for code in set(codes)}
     rows = []
