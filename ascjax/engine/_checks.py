@@ -290,15 +290,22 @@ def _least(best: tuple, at, key, second, n: int) -> tuple:
     array of ``key * n + second`` where that fits (``PACKED_ACCESSES``), else the two keys apart."""
     if len(best) == 1:
         both = jnp.where(key < BIG, key * n + second, BIG)
-        return (jnp.minimum(best[0], jnp.min(both)) if at is None else best[0].at[at].min(both),)
+        return (jnp.minimum(best[0], _least_of_all(both)) if at is None else best[0].at[at].min(both),)
     key1, key2 = best
     if at is None:
-        k1 = jnp.min(key)
-        k2 = jnp.min(jnp.where((key < BIG) & (key == k1), second, BIG))
+        k1 = _least_of_all(key)
+        k2 = _least_of_all(jnp.where((key < BIG) & (key == k1), second, BIG))
     else:
         k1 = jnp.full_like(key1, BIG).at[at].min(key)
         k2 = jnp.full_like(key2, BIG).at[at].min(jnp.where((key < BIG) & (key == k1[at]), second, BIG))
     return jnp.minimum(key1, k1), jnp.where(k1 < key1, k2, jnp.where(k1 == key1, jnp.minimum(key2, k2), key2))
+
+
+def _least_of_all(x):
+    """The least element of ``x`` as a scatter-min into one place: under a sweep's ``vmap`` that keeps the scenarios
+    the minor axis, as the races' scatters do, where a reduction first lays every pair out again (the reordered
+    pair: 181 against 221 ms for 1,024 seed-000 scenarios)."""
+    return jnp.full((1,), BIG, jnp.int32).at[jnp.zeros(x.shape, jnp.int32)].min(x)[0]
 
 
 def _keys(best: tuple, n: int):
