@@ -221,3 +221,21 @@ def test_a_wait_whose_set_this_run_leaves_out_names_that_set_and_the_path():
     assert "waits for flag MTE3 -> MTE2 event 1 on AIV0, which no set of this run delivers: sync_notify at " in text
     assert f"kernels/zero_trip.py:{notify} (AIV0.MTE3) in loop iteration (0) would, but this run leaves it out" in text
     assert "pre-post one before the loop" in text
+
+
+def test_a_read_that_ran_early_in_an_accumulation_is_blamed_on_the_early_final():
+    """The first matmul of the K loop with AccPhase.Final sets the flag the store waits for: the store runs after it
+    and reads one K step's product. The warning names the matmul that set the flag and the rule, not the order of
+    issue (a non-accumulating pair keeps that advice: ``test_data_order``)."""
+    case = phases.phase_case(phases.AccPhase.Final, phases.AccPhase.Partial, phases.AccPhase.Partial,
+                             phases.STPhase.Final)  # fmt: skip
+    r = aj.run(case.kernel, case.inputs, case.outputs, params=case.params, chip=case.chip)
+    assert r.ok and not r.device_outputs
+    (text,) = [w for w in r.report().warnings if "the outputs are not the device's" in w]
+    first = _line("phases.py", r"lambda: k\.matmul\(ac, al, br, phase=first\)")
+    assert (
+        f"its unit-flag wait took the flag matmul at kernels/phases.py:{first} (AIC.M) in loop iteration (0) set"
+        in text
+    ), text
+    assert "a partial sum" in text and "Only the last matmul of an accumulation may set the flag" in text
+    assert "Issue store before" not in text

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import Pipe
-from ..engine import ControlResult, Record, Sync
+from ..engine import ControlResult, Record, Sync, UnitFlagRole
+from ._finding_words import where
 
 SET_PIPE = (
     "a cross-core set runs on a pipe other than the one of the data op before it ({data} on {pipe}); it may "
@@ -41,13 +42,37 @@ REORDERED = (
 )
 
 
+EARLY_READ = (
+    "the outputs are not the device's: {first} ran before {earlier} on the device, because its unit-flag wait took "
+    "the flag {setter} set (ENABLE_UPDATE, AccPhase.Final): it read L0C after that {name} and the ones before it only, "
+    "a partial sum, where ascjax's data plane computes the kernel's order. Only the last {name} of an accumulation "
+    "may set the flag (rule 'Final closing'): give the earlier ones ENABLE_KEEP (AccPhase.Partial)."
+)
+
+
 def reordered_warning(record: Record, result: ControlResult) -> str | None:
-    """The warning of a run whose data plane order is not the device's (one scenario), or None."""
+    """The warning of a run whose data plane order is not the device's (one scenario), or None. Where a read of L0C
+    ran early because an mmad before the end of its accumulation set the unit flag (the mmad held back accumulates
+    onto what the read took), the warning says that instead: the kernel's phases are the mistake, not the order it
+    issues in."""
     first, earlier = (int(x) for x in np.asarray(result.reordered))
     if first < 0:
         return None
     t = record.template
     site = lambda inst: t.entries[int(t.entry[inst])][1]  # noqa: E731
+    source = np.asarray(result.source)
+    setter = int(source[first]) if first < source.size else -1
+    accumulates = np.asarray(record.operands["accumulate"]).reshape(-1)
+    if (
+        t.uf_role[first] == UnitFlagRole.READER
+        and t.uf_role[earlier] == UnitFlagRole.WRITER
+        and setter >= 0
+        and t.uf_role[setter] == UnitFlagRole.WRITER
+        and t.pidx[setter] < t.pidx[earlier]
+        and accumulates[earlier]  # the mmad that ran late adds onto what the read took
+    ):
+        return EARLY_READ.format(first=where(t, first), earlier=where(t, earlier), setter=where(t, setter),
+                                 name=_name(t, setter))  # fmt: skip
     return REORDERED.format(first=site(first), earlier=site(earlier), held=_name(t, earlier), ran=_name(t, first))
 
 
