@@ -18,14 +18,17 @@ def short_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+def _user_frame(frame):
+    """The first frame from ``frame`` outward that is outside the ascjax package (and JAX): the user's code."""
+    while frame is not None and not _outside(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
 def caller() -> tuple[str, int]:
     """First stack frame outside the ascjax package: the user's kernel line."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if _outside(frame.f_code.co_filename):
-            return os.path.abspath(frame.f_code.co_filename), frame.f_lineno
-        frame = frame.f_back
-    return "<unknown>", 0
+    frame = _user_frame(sys._getframe(1))
+    return ("<unknown>", 0) if frame is None else (os.path.abspath(frame.f_code.co_filename), frame.f_lineno)
 
 
 def issue_location() -> str:
@@ -33,9 +36,7 @@ def issue_location() -> str:
     of the kernel (a function user code called, such as a ``_sync(src, dst)`` pair), `` via :line`` adds the call:
     every call of the helper then has a line of its own. A line of the kernel, a loop body or a branch (called by
     ascjax) stands alone."""
-    frame = sys._getframe(1)
-    while frame is not None and not _outside(frame.f_code.co_filename):
-        frame = frame.f_back
+    frame = _user_frame(sys._getframe(1))
     if frame is None:
         return "<unknown>:0"
     here = f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
