@@ -295,7 +295,7 @@ class _Words:
             set_pipe, eid = self.who(event)[2], int(self.ops["event_id"][event])
             lines += [
                 f"  the {self.where(event)} follows the {first} in {first_core}'s program, and the {second}'s core "
-                f"waits for it at {self.t.entries[int(self.t.entry[wait])][1].partition(' at ')[2]}, but it is set on "
+                f"waits for it at {self.location(wait)}, but it is set on "
                 f"{set_pipe}, which does not wait for {first_pipe}: the signal can leave before the {first}'s data has.",
                 f"  Fix: set_cross_core(pipe={first_pipe}, event_id={eid}), on the pipe of the {first} (the last write), "
                 f"or sync_notify / sync_wait({first_pipe}, {set_pipe}) before the set.",
@@ -350,7 +350,7 @@ class _Words:
         role, did, does = ("READY", "writing", "read") if m.ready else ("RELEASE", "reading", "overwrite")
         set_slots = ", ".join(f"`{m.group}[{s}]`" for s in m.set_slots)
         theirs = "/".join(str(s) for s in m.set_slots)
-        wait_site = self.t.entries[int(self.t.entry[m.wait])][1].partition(" at ")[2]
+        wait_site = self.location(m.wait)
         return [
             f"  slot mismatch: the {name} {'reads' if m.ready else 'overwrites'} `{m.group}[{m.slot}]` after "
             f"waiting at {wait_site} on event {m.event_id}, the {role} of {set_slots} (set by the {self.where(m.set)} "
@@ -385,6 +385,10 @@ class _Words:
     def spelling(self, inst: int) -> str:
         """The instruction as the kernel spells it (``matmul_acc`` in ``ascjax.pl``, ``mmad`` in a Program)."""
         return self.t.entries[int(self.t.entry[inst])][1].partition(" at ")[0]
+
+    def location(self, inst: int) -> str:
+        """The instruction's kernel line (``kernels/x.py:55 via :134``), without its name."""
+        return self.t.entries[int(self.t.entry[inst])][1].partition(" at ")[2]
 
     def pl_spelled(self, inst: int) -> bool:
         """The kernel gave this instruction a PyPTO-Pro phase (``matmul(..., phase=AccPhase.Partial)``), not a
