@@ -95,6 +95,11 @@ def test_unit_flag_modes_and_phases_name_the_side_they_belong_to():
         _trace(lambda k: k.mmad(*_tiles(k), 16, 32, 16, unit_flag_mode=STPhase.Final))
     with pytest.raises(ValueError, match=r"AccPhase.Partial is the phase .*takes STPhase \(here STPhase.Partial\)"):
         _trace(lambda k: k.fixpipe("c", _tiles(k)[0], unit_flag_mode=AccPhase.Partial), outputs=OUT)
+    with pytest.raises(ValueError, match=r"unit_flag_mode='final' is not a unit-flag mode \(for phase Final write "
+                                         r"AccPhase.Final\): give"):  # fmt: skip
+        _trace(lambda k: k.mmad(*_tiles(k), 16, 32, 16, unit_flag_mode="final"))
+    with pytest.raises(ValueError, match=r"\(for phase Partial write STPhase.Partial\)"):
+        _trace(lambda k: k.fixpipe("c", _tiles(k)[0], unit_flag_mode="Partial"), outputs=OUT)
     with pytest.raises(ValueError, match=r"unit_flag_mode=1.5 is not a unit-flag mode"):
         _trace(lambda k: k.mmad(*_tiles(k), 16, 32, 16, unit_flag_mode=1.5))
     # the good twins: each side's own phase, a mode by name
@@ -154,3 +159,27 @@ def test_a_fixpipe_into_a_gm_output_smaller_than_its_block_says_so():
     ):
         _trace(lambda k: store(k, 32), outputs=OUT)
     _trace(lambda k: store(k, 16), outputs=OUT)  # the good twin: a 16x16 part of the tile
+
+
+def test_a_call_that_does_not_fit_an_instruction_names_its_signature_and_the_kernel_line():
+    def window(k, **where):
+        k.copy_l12l0a(k.alloc("L0A", (16, 16), "float16"), k.alloc("L1", (16, 32), "float16"), **where)
+
+    with pytest.raises(
+        TypeError,
+        match=r"rule 'arguments': copy_l12l0a\(dst, src, \*, transpose=False, row=0, col=0\): too many positional "
+        r"arguments; it takes 2 positional argument\(s\) \(dst, src\) and 3 were given: name the others "
+        r"\(transpose=\.\.\., row=\.\.\., col=\.\.\.\) " + HERE,
+    ):
+        _trace(
+            lambda k: k.copy_l12l0a(k.alloc("L0A", (16, 16), "float16"), k.alloc("L1", (16, 32), "float16"), (0, 16))
+        )
+    with pytest.raises(
+        TypeError, match=r"rule 'arguments': copy_l12l0a\(.*\): got an unexpected keyword argument 'column' "
+    ):
+        _trace(lambda k: window(k, column=16))
+    with pytest.raises(
+        TypeError, match=r"rule 'arguments': sync_wait\(src, dst, event_id\): missing a required argument: 'dst'"
+    ):
+        _trace(lambda k: k.sync_wait("MTE2"))
+    _trace(lambda k: window(k, col=16))  # the good twin: the window by keyword

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # ascjax/
+#: Python's own library, never the user's line (``inspect`` raising for a call that does not bind, say); installed
+#: packages may sit under it, and are not it.
+_STDLIB_DIR = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+_INSTALLED_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib")})
 
 
 def short_path(path: str) -> str:
@@ -51,7 +56,9 @@ def _outside(path: str) -> bool:
     if path.startswith("<frozen"):  # the import machinery
         return False
     path = os.path.abspath(path)
-    return not path.startswith(_PACKAGE_DIR + os.sep) and "/jax/" not in path and "/equinox/" not in path
+    if path.startswith(_PACKAGE_DIR + os.sep) or (path.startswith(_STDLIB_DIR) and not path.startswith(_INSTALLED_DIRS)):
+        return False
+    return "/jax/" not in path and "/equinox/" not in path
 
 
 def locate(exc: BaseException) -> None:

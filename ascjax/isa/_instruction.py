@@ -123,13 +123,34 @@ class Instruction:
         params = [p for p in inspect.signature(self.data).parameters.values() if p.name not in _MACHINE_PARAMS]
         return inspect.Signature(params[len(self.bound) :])
 
+    def bind(self, args: tuple, kwargs: dict) -> inspect.BoundArguments:
+        """The arguments of one issue bound to the parameters users call; a call that does not fit the signature
+        is refused under rule 'arguments', with the signature and, where positional arguments overflow into
+        keyword-only parameters, how to write them."""
+        signature = self.signature
+        try:
+            return signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            params = signature.parameters.values()
+            positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            keywords = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
+            hint = ""
+            if len(args) > len(positional) and keywords:
+                extra = ", ".join(f"{k}=..." for k in keywords if k not in kwargs)
+                hint = (
+                    f"; it takes {len(positional)} positional argument(s) ({', '.join(positional)}) and {len(args)} "
+                    f"were given: name the others ({extra})"
+                )
+            plain = signature.replace(parameters=[p.replace(annotation=p.empty) for p in params])
+            raise TypeError(f"rule 'arguments': {self.name}{plain}: {exc}{hint}") from None
+
     def effects(self, args: tuple, kwargs: dict) -> tuple[Access, ...]:
         """What one issue with these arguments reads and writes (its tiles and GM tensors)."""
-        return self.effects_of(self.signature.bind_partial(*args, **kwargs).arguments)
+        return self.effects_of(self.bind(args, kwargs).arguments)
 
     def arguments(self, args: tuple, kwargs: dict) -> dict:
         """The arguments of one issue by parameter name, defaults applied (a ``**kwargs`` parameter's spread out)."""
-        bound = self.signature.bind(*args, **kwargs)
+        bound = self.bind(args, kwargs)
         bound.apply_defaults()
         out = {}
         for name, value in bound.arguments.items():

@@ -64,8 +64,13 @@ def mode_value(mode, *, writer: bool | None = None):
         return jnp.int32(value)
     if isinstance(mode, (jax.Array, np.ndarray)) and jnp.issubdtype(jnp.asarray(mode).dtype, jnp.integer):
         return jnp.asarray(mode, jnp.int32)
+    hint = ""
+    phase = mode.strip().capitalize() if isinstance(mode, str) else None
+    if phase in AccPhase.__members__:  # a phase's name as a string: name the enum member of this side
+        sides = {True: [AccPhase], False: [STPhase], None: [AccPhase, STPhase]}[writer]
+        hint = f" (for phase {phase} write {' or '.join(f'{e.__name__}.{phase}' for e in sides)})"
     raise ValueError(
-        f"rule 'unit flag mode': unit_flag_mode={mode!r} is not a unit-flag mode: give UnitFlagMode.DISABLE / "
+        f"rule 'unit flag mode': unit_flag_mode={mode!r} is not a unit-flag mode{hint}: give UnitFlagMode.DISABLE / "
         "ENABLE_KEEP / ENABLE_UPDATE (0, 2, 3, or the name as a string), an AccPhase (mmad), an STPhase (store) "
         "or a traced integer"
     )
