@@ -56,7 +56,8 @@ def _outside(path: str) -> bool:
     if path.startswith("<frozen"):  # the import machinery
         return False
     path = os.path.abspath(path)
-    if path.startswith(_PACKAGE_DIR + os.sep) or (path.startswith(_STDLIB_DIR) and not path.startswith(_INSTALLED_DIRS)):
+    stdlib = path.startswith(_STDLIB_DIR) and not path.startswith(_INSTALLED_DIRS)
+    if stdlib or path.startswith(_PACKAGE_DIR + os.sep):
         return False
     return "/jax/" not in path and "/equinox/" not in path
 
