@@ -68,7 +68,13 @@ def test_text_output_and_errors(capsys):
     assert main(["run", f"{KERNELS / 'unit_flag.py'}::size_mismatch"]) == 0
     assert "DEADLOCK" in capsys.readouterr().out
     assert main(["run", f"{KERNELS / 'unit_flag.py'}::no_such_case"]) == 2
-    assert "defines no case 'no_such_case'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "defines no case 'no_such_case'; it has: kloop_f16" in err  # nothing close, nowhere else
+    assert main(["run", f"{KERNELS / 'unit_flag.py'}::seed000_eror1"]) == 2  # a typo: the close name
+    assert "defines no case 'seed000_eror1' (did you mean 'seed000_error1'?)" in capsys.readouterr().err
+    assert main(["run", f"{KERNELS / 'unit_flag.py'}::seed000_error2"]) == 2  # another seed file's case
+    want = f"(a case of that name is in {KERNELS / 'phases.py'}: {KERNELS / 'phases.py'}::seed000_error2)"
+    assert want in capsys.readouterr().err
     assert main(["run", "missing.py::x"]) == 2
     assert main(["run", "no_separator"]) == 2
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import glob
 import importlib.util
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable
 
@@ -93,7 +96,8 @@ def build_case(path: str, name: str, seed: int | None = None) -> Case:
     """Build case ``name`` of kernel file ``path``; a ``seed`` is passed to the case function to draw its inputs."""
     cases = load_cases(path)
     if name not in cases:
-        raise KeyError(f"{path} defines no case {name!r}; it has: {', '.join(cases) or 'none'}")
+        raise KeyError(f"{path} defines no case {name!r}{_elsewhere(path, name, cases)}; it has: "
+                       f"{', '.join(cases) or 'none'}")  # fmt: skip
     fn = cases[name]
     if seed is None:
         c = fn()
@@ -109,6 +113,21 @@ def build_case(path: str, name: str, seed: int | None = None) -> Case:
     if not c.description and doc:
         c.description = doc.splitlines()[0]
     return c
+
+
+def _elsewhere(path: str, name: str, cases: dict) -> str:
+    """Where a case the user named may be: a kernel file beside this one that marks a case of that name (read as
+    text, not imported), else a close name in this file."""
+    marked = re.compile(rf"^@[\w.]*case\b[^\n]*\n(?:@[^\n]*\n)*def {re.escape(name)}\(", re.M)
+    here = os.path.abspath(path)
+    for other in sorted(glob.glob(os.path.join(os.path.dirname(here), "*.py"))):
+        if other != here:
+            with open(other, encoding="utf-8", errors="replace") as f:
+                if marked.search(f.read()):
+                    where = os.path.join(os.path.dirname(path), os.path.basename(other))
+                    return f" (a case of that name is in {where}: {where}::{name})"
+    close = difflib.get_close_matches(name, list(cases), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def max_abs_err(outputs: dict, expected: dict) -> float:
