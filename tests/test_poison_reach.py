@@ -24,12 +24,15 @@ def test_the_report_bounds_what_poison_races_turns_nan(jit):
     plain = _run("vec_cube_no_wait", jit=jit)
     rep = plain.report()
     assert rep.verdict is aj.Verdict.RACE and "RACE (RAW) on L1" in rep.message.splitlines()[1]
-    assert "can poison up to 4,096 of the 4,096 elements of output `out`" in rep.poisoned, rep.poisoned
+    assert "can poison up to 4,096 of the 4,096 elements of output `out`: run with --poison-races" in rep.poisoned
     assert rep.poisoned in str(rep) and rep.to_dict()["poisoned"] == rep.poisoned
     assert not np.isnan(np.asarray(plain.outputs["out"])).any()  # nothing is poisoned unless asked
     poisoned = _run("vec_cube_no_wait", jit=jit, poison_races=True)
     # the racy L0A copy feeds every element of the 64 x 64 product, through the saturating mmad and fixpipe
     assert int(np.isnan(np.asarray(poisoned.outputs["out"], np.float64)).sum()) == 4096
+    # a poisoned run's words say where the NaN are, not how to get them
+    assert poisoned.report().poisoned.endswith("elements of output `out`: this run poisoned them, so they are NaN in "
+                                               "the outputs")  # fmt: skip
     if not jit:  # the insert landing first reads the same: the label is the missing READY's, not the timing's
         fast = _run("vec_cube_no_wait", costs=FAST_VECTOR).report()
         assert fast.message.splitlines()[1] == rep.message.splitlines()[1] and fast.poisoned == rep.poisoned

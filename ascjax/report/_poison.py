@@ -52,9 +52,10 @@ def poisoned_bytes(record: Record, result: ControlResult) -> dict[int, int]:
     return out
 
 
-def poison_words(record: Record, result: ControlResult, outputs: dict) -> str:
+def poison_words(record: Record, result: ControlResult, outputs: dict, poisoned: bool = False) -> str:
     """``the race can poison up to N of the M elements of output `out` ...``; empty when no racy read reaches an
-    output. ``outputs``: ``{name: (elements, bytes per element)}`` of the GM outputs."""
+    output. ``outputs``: ``{name: (elements, bytes per element)}`` of the GM outputs; ``poisoned``: the run poisoned
+    its racy reads already (the words then say where to see them, not how to)."""
     reached = poisoned_bytes(record, result)
     if not reached:
         return ""
@@ -67,6 +68,8 @@ def poison_words(record: Record, result: ControlResult, outputs: dict) -> str:
                          f"output `{name}`")  # fmt: skip
     if not parts:
         return "the racy reads reach no output element (their data dies on chip)"
+    if poisoned:
+        return f"the racy reads can poison {', '.join(parts)}: this run poisoned them, so they are NaN in the outputs"
     return (
         f"the racy reads can poison {', '.join(parts)}: run with --poison-races "
         "(Options(poison_races=True)) to see them as NaN"

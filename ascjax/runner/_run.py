@@ -131,7 +131,7 @@ class Result(eqx.Module):
         rep = checked.report()
         outputs = {name: (int(np.prod(np.shape(v)[int(self.batched) :])), np.dtype(v.dtype).itemsize)
                    for name, v in self.outputs.items()}  # fmt: skip
-        rep.poisoned = poison_words(checked.record, checked.result, outputs)
+        rep.poisoned = poison_words(checked.record, checked.result, outputs, self.state.options.poison_races)
         return rep
 
     def explain(self, index: int | None = None) -> Explained:
