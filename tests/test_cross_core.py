@@ -342,6 +342,33 @@ def test_a_set_never_waited_is_leftover_naming_the_event():
     assert events(bad)[(7, "AIV0")]["sets"] == "1" and events(bad)[(7, "AIV1")]["sets"] == "1"
 
 
+def _two_slots_left(k, waits):
+    """A ping-pong's RELEASE line for slots 0 and 1 (events 2 and 3), the cube waiting for ``waits`` of them."""
+    for sub in (0, 1):
+        with k.vector(sub):
+            k.range(2, lambda i: k.set_cross_core("MTE3", 2 + i % 2))
+    with k.cube():
+        for event in (2, 3)[:waits]:
+            k.wait_cross_core("MTE1", event)
+
+
+def test_one_line_leaving_two_events_set_is_a_finding_for_each():
+    """The leftovers are one per site and resource left set: the line that set events 2 and 3 is named for each
+    (one finding per site named event 2 alone)."""
+    assert rep_of(_two_slots_left, waits=2).verdict is V.OK  # the good twin
+    found = run(_two_slots_left, waits=0).findings()
+    site = at(_two_slots_left, "set_cross_core")
+    want = [(event, core) for core in ("AIV0", "AIV1") for event in (2, 3)]
+    assert len(found) == len(want)
+    for f, (event, core) in zip(found, want):
+        assert f.kind is Finding.LEFTOVER
+        holders = "(AIV0 -> AIC holds 1 signal(s), AIV1 -> AIC holds 1 signal(s)"
+        assert f.message.startswith(f"LEFTOVER: cross-core event {event} {holders}"), f.message
+        assert f"set by set_cross_core at {site} ({core}.MTE3)" in f.message
+    one = run(_two_slots_left, waits=1).findings()  # event 2 waited for: event 3 is left, on each AIV
+    assert [f.message.split(" (")[0] for f in one] == ["LEFTOVER: cross-core event 3"] * 2
+
+
 def test_a_cross_core_leftover_names_the_receiver():
     """docs/cross-core.md: a leftover names the sender, receiver, id and the last set (here AIC holds both)."""
     for f in run(_leftover, wait=False).findings():

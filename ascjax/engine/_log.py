@@ -5,7 +5,7 @@ entry (one line of the kernel, every loop iteration of it), so a K-loop's 64 ite
 mistake are one finding, reported at its first event. Which rows can belong to which (kind,
 site) is static for every check but the end state's, so the tables hold each segment's rows
 and the log takes a minimum per segment: gathers, no scatter. The leftovers (whose setter
-is known only at the end) are deduplicated among themselves. The log holds the distinct
+is known only at the end) are deduplicated among themselves, one per site and resource left set. The log holds the distinct
 findings in order of severity, then of the site's place in the program (leftovers: in the
 order of the resources left set); past ``max_findings`` the rest are counted in ``dropped``.
 """
@@ -32,12 +32,16 @@ def _first_per_segment(rows: dict, members):
 
 
 def _first_per_site(st: Static, rows: dict):
-    """Rows whose site is known only now: each valid row that no earlier valid row of its site precedes."""
+    """The end state's rows: each valid row that no earlier valid row of its kind, site and resource (what is left
+    set and which one: a flag, a cross-core event, a unit flag's blocks) precedes. A line that leaves two events set
+    (a ping-pong's RELEASE for each slot) is a finding for each."""
+    k = rows["valid"].shape[0]
     entry = st.entry[jnp.clip(rows["inst"], 0, st.n_instances - 1)]
-    key = jnp.where(rows["valid"], rows["kind"] * st.n_entries + entry, -1)
-    k = key.shape[0]
+    same = entry[:, None] == entry[None, :]
+    for field in ("kind", "a", "b"):
+        same &= rows[field][:, None] == rows[field][None, :]
     earlier = jnp.tril(jnp.ones((k, k), bool), -1)
-    dup = jnp.any(earlier & (key[:, None] == key[None, :]) & rows["valid"][None, :], axis=1)
+    dup = jnp.any(earlier & same & rows["valid"][None, :], axis=1)
     return rows["valid"] & ~dup
 
 
