@@ -5,9 +5,10 @@ entry (one line of the kernel, every loop iteration of it), so a K-loop's 64 ite
 mistake are one finding, reported at its first event. Which rows can belong to which (kind,
 site) is static for every check but the end state's, so the tables hold each segment's rows
 and the log takes a minimum per segment: gathers, no scatter. The leftovers (whose setter
-is known only at the end) are deduplicated among themselves, one per site and resource left set. The log holds the distinct
-findings in order of severity, then of the site's place in the program (leftovers: in the
-order of the resources left set); past ``max_findings`` the rest are counted in ``dropped``.
+is known only at the end) are deduplicated among themselves, one per site and resource left
+set. The log holds the distinct findings in order of severity, then of the site's place in
+the program (leftovers: in the order of the resources left set); past ``max_findings`` the
+rest are counted in ``dropped``.
 """
 
 from __future__ import annotations
