@@ -183,3 +183,15 @@ def test_a_call_that_does_not_fit_an_instruction_names_its_signature_and_the_ker
     ):
         _trace(lambda k: k.sync_wait("MTE2"))
     _trace(lambda k: window(k, col=16))  # the good twin: the window by keyword
+
+
+def test_a_loop_body_or_branch_that_cannot_take_its_arguments_is_refused_naming_the_call():
+    with pytest.raises(TypeError, match=r"rule 'body': Program.range\(2, body\) is .*<lambda>\(\), which takes the loop "
+                                        r"index i: def body\(i\): \.\.\. " + HERE):  # fmt: skip
+        _trace(lambda k: k.range(2, lambda: None))
+    with pytest.raises(TypeError, match=r"rule 'body': Program.cond\(pred, then, otherwise\): otherwise is .*\(i\), "
+                                        r"which takes no argument"):  # fmt: skip
+        _trace(lambda k: k.cond(True, lambda: None, lambda i: None))
+    with pytest.raises(TypeError, match=r"rule 'body': Program.range\(2, body\) is None, not a function"):
+        _trace(lambda k: k.range(2, None))
+    _trace(lambda k: (k.range(2, lambda i: None), k.cond(True, lambda: None, lambda: None)))  # the good twins

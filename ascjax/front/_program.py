@@ -90,6 +90,22 @@ def current() -> Program:
     return _CURRENT[-1]
 
 
+def _takes(fn, n_args: int, what: str, wanted: str) -> None:
+    """Refuse a loop body or branch that cannot be called with the arguments ascjax passes it (rule 'body'), naming
+    the call and what it takes, before tracing it: Python's own error would name only the function."""
+    if not callable(fn):
+        raise TypeError(f"rule 'body': {what} is {fn!r}, not a function; it takes {wanted}")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C function: called as it is
+        return
+    try:
+        signature.bind(*range(n_args))
+    except TypeError:
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise TypeError(f"rule 'body': {what} is {name}{signature}, which takes {wanted}") from None
+
+
 def _method(instr: isa.Instruction):
     """The ``Program`` method of a registered instruction: it issues ``instr`` on the current core."""
 
@@ -495,6 +511,7 @@ class Program:
         """
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"Program.range needs a static trip count >= 0, got {n!r}")
+        _takes(body, 1, f"Program.range({n}, body)", "the loop index i: def body(i): ...")
         if n > MAX_TRIP_COUNT:
             raise ValueError(
                 f"rule 'trip count': Program.range({n}) is past ascjax's limit of {MAX_TRIP_COUNT} iterations: an "
@@ -609,6 +626,9 @@ class Program:
         Both branches are traced once; under ``vmap`` both run and the state is selected.
         """
 
+        for fn, name in ((then, "then"), (otherwise, "otherwise")):
+            if fn is not None:
+                _takes(fn, 0, f"Program.cond(pred, then, otherwise): {name}", "no argument: def branch(): ...")
         gate = self.gate
         if gate is not None:  # inside a concurrent section: a branch cannot begin a segment
             if not (gate.discover or gate.enabled):
