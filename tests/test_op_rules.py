@@ -195,3 +195,21 @@ def test_a_loop_body_or_branch_that_cannot_take_its_arguments_is_refused_naming_
     with pytest.raises(TypeError, match=r"rule 'body': Program.range\(2, body\) is None, not a function"):
         _trace(lambda k: k.range(2, None))
     _trace(lambda k: (k.range(2, lambda i: None), k.cond(True, lambda: None, lambda: None)))  # the good twins
+
+
+def test_a_section_or_pl_range_body_that_cannot_take_its_arguments_is_refused():
+    from ascjax import pl
+
+    def vector_without_sub(k):
+        pl.section_vector(lambda: None)
+
+    def range_without_index(k):
+        pl.range(0, 4, 2)(lambda: None)
+
+    with pytest.raises(TypeError, match=r"rule 'body': section_vector\(body\) is .*, which takes the sub-block index"):
+        _trace(vector_without_sub, chip="950")
+    with pytest.raises(TypeError, match=r"rule 'body': section_cube\(body\) is .*\(sub\), which takes no argument"):
+        _trace(lambda k: pl.section_cube(lambda sub: None), chip="950")
+    with pytest.raises(TypeError, match=r"rule 'body': pl.range\(0, 4, 2\) body is .*, which takes the loop index"):
+        _trace(range_without_index, chip="950")
+    _trace(lambda k: (pl.section_vector(lambda sub: None), pl.range(0, 4, 2)(lambda i: None)), chip="950")  # good twins

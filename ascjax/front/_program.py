@@ -90,7 +90,7 @@ def current() -> Program:
     return _CURRENT[-1]
 
 
-def _takes(fn, n_args: int, what: str, wanted: str) -> None:
+def check_body(fn, n_args: int, what: str, wanted: str) -> None:
     """Refuse a loop body or branch that cannot be called with the arguments ascjax passes it (rule 'body'), naming
     the call and what it takes, before tracing it: Python's own error would name only the function."""
     if not callable(fn):
@@ -332,6 +332,7 @@ class Program:
         ``ascjax.engine._sections``), before the next top-level op or at the end of the kernel;
         inside a loop or branch a section runs at once, in issue order.
         """
+        check_body(body, 0, "section_cube(body)", "no argument: def body(): ...")
         plan = Plan(core=0, call=body, subblock=None, regions=[], serial=self._next_section())
         if self._top_level():
             self._pending.append(plan)
@@ -341,6 +342,7 @@ class Program:
 
     def section_vector(self, body):
         """The vector cores' program ``body(sub)``, run by AIV0 (sub 0) and AIV1 (sub 1). Usable as a decorator."""
+        check_body(body, 1, "section_vector(body)", "the sub-block index sub (0 or 1): def body(sub): ...")
         plans = [
             Plan(core=1 + sub, call=functools.partial(body, sub), subblock=sub, regions=[], serial=self._next_section())
             for sub in (0, 1)
@@ -511,7 +513,7 @@ class Program:
         """
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"Program.range needs a static trip count >= 0, got {n!r}")
-        _takes(body, 1, f"Program.range({n}, body)", "the loop index i: def body(i): ...")
+        check_body(body, 1, f"Program.range({n}, body)", "the loop index i: def body(i): ...")
         if n > MAX_TRIP_COUNT:
             raise ValueError(
                 f"rule 'trip count': Program.range({n}) is past ascjax's limit of {MAX_TRIP_COUNT} iterations: an "
@@ -628,7 +630,7 @@ class Program:
 
         for fn, name in ((then, "then"), (otherwise, "otherwise")):
             if fn is not None:
-                _takes(fn, 0, f"Program.cond(pred, then, otherwise): {name}", "no argument: def branch(): ...")
+                check_body(fn, 0, f"Program.cond(pred, then, otherwise): {name}", "no argument: def branch(): ...")
         gate = self.gate
         if gate is not None:  # inside a concurrent section: a branch cannot begin a segment
             if not (gate.discover or gate.enabled):

@@ -34,7 +34,7 @@ from ..isa.ops.pypto import AtomicType, atomic_add
 from ..isa.ops.ub_move import AccToVecMode
 from ..isa.ops.unit_flag import AccPhase, STPhase
 from ..isa.ops.vector import RoundMode
-from ._program import current
+from ._program import check_body, current
 
 PipeType = Pipe
 
@@ -135,6 +135,7 @@ def range(*args, count=None):  # noqa: A001 - PyPTO-Pro's name
     trips = max(0, -(-(stop - start) // step))
 
     def run(body):
+        check_body(body, 1, f"pl.range({', '.join(map(str, args))}) body", "the loop index i: def _(i): ...")
         current().range(trips, lambda i: body(start + i * step), count=count)
         return body
 
