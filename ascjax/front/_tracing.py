@@ -100,9 +100,10 @@ def _check_params(kernel, params: dict) -> None:
     names = kernel_parameters(kernel)
     unknown = [] if names is None else [name for name in params if name not in names]
     if unknown:
+        verb = "is not a parameter" if len(unknown) == 1 else "are not parameters"
         raise TypeError(
-            f"rule 'params': {', '.join(map(repr, unknown))} {'is not a parameter' if len(unknown) == 1 else 'are not parameters'} "
-            f"of kernel {getattr(kernel, '__name__', kernel)!r} (its parameters: {', '.join(names) or 'none'})"
+            f"rule 'params': {', '.join(map(repr, unknown))} {verb} of kernel {getattr(kernel, '__name__', kernel)!r} "
+            f"(its parameters: {', '.join(names) or 'none'})"
         )
 
 

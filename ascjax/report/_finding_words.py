@@ -297,8 +297,8 @@ class _Words:
                 f"  the {self.where(event)} follows the {first} in {first_core}'s program, and the {second}'s core "
                 f"waits for it at {self.location(wait)}, but it is set on "
                 f"{set_pipe}, which does not wait for {first_pipe}: the signal can leave before the {first}'s data has.",
-                f"  Fix: set_cross_core(pipe={first_pipe}, event_id={eid}), on the pipe of the {first} (the last write), "
-                f"or sync_notify / sync_wait({first_pipe}, {set_pipe}) before the set.",
+                f"  Fix: set_cross_core(pipe={first_pipe}, event_id={eid}), on the pipe of the {first} (the last "
+                f"write), or sync_notify / sync_wait({first_pipe}, {set_pipe}) before the set.",
             ]
             return "\n".join(lines)
         lines.append("  nothing orders them: no flag, unit-flag handshake, barrier or cross-core event leads from the "

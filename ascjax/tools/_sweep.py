@@ -255,9 +255,7 @@ def _one(kernel, chip, options, inputs, outputs, params, row, with_outputs):
         "cycles": jnp.max(r.control.end),
         "record": Record(r.record.template, {}),  # its template only: static, one for every scenario
     }
-    if (
-        options.sanitize
-    ):  # with the checks: a later instruction of a core that sync ran before an earlier one (-1: none)
+    if options.sanitize:  # with the checks: a later instruction of a core that sync ran before an earlier one
         fields["reordered"] = r.control.reordered
     return {**fields, "outputs": r.outputs} if with_outputs else fields
 
