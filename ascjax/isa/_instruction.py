@@ -11,6 +11,7 @@ wording. ``Program`` methods and ``ascjax.pl`` spellings are bound to declaratio
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable
 
@@ -117,9 +118,10 @@ class Instruction:
         """Whether an operand it writes may name a GM tensor (a store, a fixpipe to GM)."""
         return any(op.write and Buffer.GM in op.buffers for op in self.operands)
 
-    @property
+    @functools.cached_property
     def signature(self) -> inspect.Signature:
-        """The signature users call: the data function's, less the state, the bound arguments and ``sub``."""
+        """The signature users call: the data function's, less the state, the bound arguments and ``sub`` (read once:
+        every issue binds its arguments to it, twice while it is recorded)."""
         params = [p for p in inspect.signature(self.data).parameters.values() if p.name not in _MACHINE_PARAMS]
         return inspect.Signature(params[len(self.bound) :])
 
