@@ -23,7 +23,8 @@ ALLOWED = {
     "report": {"core", "engine"},
     "front": {"core", "engine", "isa"},
     "runner": {"core", "engine", "isa", "front", "report"},
-    "tools": {"core", "engine", "isa", "front", "report", "runner"},
+    "pypto_pro": {"core", "engine", "isa", "front", "report", "runner"},
+    "tools": {"core", "engine", "isa", "front", "report", "runner", "pypto_pro"},
 }
 #: the data functions the registry binds (inside ``isa``)
 DATA = PACKAGE / "isa" / "ops"

@@ -79,8 +79,8 @@ def test_a_deadlocked_wait_stops_its_section_and_the_good_twin_runs_on():
 
 
 def test_the_data_plane_carries_only_data():
-    """The state holds GM, the tiles, the config registers and the cursors: no sync, sanitizer or timing state, so
-    its bytes are the buffers' (a fixed, small overhead for the registers)."""
+    """The state holds GM, the tiles, the config registers, the cursors and the kernel's carried scalars (none here):
+    no sync, sanitizer or timing state, so its bytes are the buffers' (a fixed, small overhead for the registers)."""
     case = matmul_case(128, 128, 128)
     spec = output_spec(case.outputs)
     inputs = gm_inputs(case.inputs)
@@ -88,7 +88,7 @@ def test_the_data_plane_carries_only_data():
     state = jax.eval_shape(lambda: execute_data(case.kernel, aj.get_chip("a2"), aj.Options(), inputs, spec,
                                                 case.params, order))  # fmt: skip
     fields = {f.name for f in dataclasses.fields(state) if not f.metadata.get("static")}
-    assert fields == {"gm", "gm_written", "aic", "ub", "cursors"}
+    assert fields == {"gm", "gm_written", "aic", "ub", "cursors", "scalars"}
     assert {f.name for f in dataclasses.fields(state.aic)} == {"l1", "l0a", "l0b", "l0c", "bt", "mmad_direction",
                                                                "saturation"}  # fmt: skip
     data = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves((state.gm, state.aic.l1, state.aic.l0a,

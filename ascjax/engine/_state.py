@@ -68,6 +68,9 @@ class State(eqx.Module):
     aic: Aic
     ub: tuple[dict[str, Array], dict[str, Array]]  # each AIV's UB tiles (same layout, own data)
     cursors: dict[str, Array]  # TileGroup cursors (slot of current())
+    # values a kernel's loops and branches carry (``ascjax.front._carried``): per core, one int32 and one float32
+    # column per slot; empty unless a front end declared slots
+    scalars: dict[str, Array]
 
     @staticmethod
     def create(
@@ -78,7 +81,7 @@ class State(eqx.Module):
         return State(
             chip=chip, options=options or Options(), tiles=(), gm_outputs=tuple(outputs),
             gm={name: jnp.asarray(x) for name, x in gm.items()}, gm_written=gm_written, aic=Aic.empty(), ub=({}, {}),
-            cursors={},
+            cursors={}, scalars={},
         )  # fmt: skip
 
     def mark_gm(self, name: str, written, atomic: bool, start=None) -> State:

@@ -1,5 +1,5 @@
 """Command line: ``python -m ascjax list FILE``, ``run FILE::CASE``, ``check FILE::CASE``, ``golden FILE::CASE``,
-``compare`` and ``sweep``."""
+``compare``, ``sweep`` and ``pypto FILE[::KERNEL]``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core._chip import CHIPS
 from ..report import _timeline as timeline
+from . import _pypto_file
 from ._case import build_case, load_cases, run_case, split_target
 from ._compile_cache import enable_compile_cache
 from ._manifest import MANIFEST
@@ -219,6 +220,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _cmd_pypto(args) -> int:
+    path, _, name = args.target.partition("::")
+    kernel = _pypto_file.pick_kernel(path, name or None)
+    arguments = _pypto_file.random_arguments(kernel, args.seed)
+    with compile_notice():
+        written = kernel.program(arguments, {}, args.block_dim)[1]
+        for tensor in written:  # outputs start at zero
+            arguments[tensor] = np.zeros_like(arguments[tensor])
+        result = kernel(**arguments) if args.block_dim is None else kernel[None, args.block_dim](**arguments)
+    print(f"{path}::{kernel.__name__}: inputs drawn with seed {args.seed}; outputs {', '.join(sorted(written)) or 'none'}")
+    print(result.report())
+    return 0
+
+
 def main(argv=None) -> int:
     parser = _Parser(prog="python -m ascjax", description="Ascend AI Core emulator")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -284,6 +299,11 @@ def main(argv=None) -> int:
     p_sweep.add_argument("--csv", metavar="OUT.csv", help="write every row as CSV")
     p_sweep.add_argument("--json", metavar="OUT.json", help="write every row as JSON")
     p_sweep.set_defaults(func=_cmd_sweep)
+    p_pypto = sub.add_parser("pypto", help="run a PyPTO-Pro kernel file unchanged (pypto_pro mapped to ascjax)")
+    p_pypto.add_argument("target", metavar="FILE[::KERNEL]")
+    p_pypto.add_argument("--seed", type=int, default=0, help="seed of the inputs drawn from the pl.Tensor annotations")
+    p_pypto.add_argument("--block-dim", type=int, default=None, help="launch on this many blocks: kernel[None, N]")
+    p_pypto.set_defaults(func=_cmd_pypto)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -1,0 +1,284 @@
+"""What a rewritten PyPTO-Pro kernel calls (``_source``): sections, loops, branches and carried values, recorded
+on the ``Program`` being traced.
+
+A ``Runtime`` runs one trace of a kernel: it declares the kernel's carried-value slots, binds its arguments and
+runs its rewritten body. Sections become ``Program.section_cube`` / ``section_vector``, ``pl.range`` loops
+``Program.range`` (one ``lax.scan``, a traced trip count where the bounds are traced), branches on traced
+scalars ``Program.cond``. Static Python (shapes, tiling constants, address arithmetic) is evaluated as it is
+read, as PyPTO-Pro evaluates it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from .. import _carried as carried
+from .._program import current
+from ._source import Translation, UnsupportedConstruct, _free_values
+
+#: the variable a ``make_tile`` result is being assigned to (the tile's name in reports)
+TILE_NAME: contextvars.ContextVar = contextvars.ContextVar("tile_name", default=None)
+
+
+class Env(dict):
+    """The kernel's local names: one dict, so the rewritten blocks share them without ``nonlocal``."""
+
+    def __missing__(self, name):
+        raise NameError(
+            f"name {name!r} is not defined here: a name first assigned inside a section, a pl.range loop or an if "
+            "on a traced value stays inside it; assign it before that block"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """``pl.section_cube()`` / ``pl.section_vector()``: the block of a ``with`` runs on that core."""
+
+    core: str  # "cube" or "vector"
+
+
+@dataclasses.dataclass(frozen=True)
+class RangeSpec:
+    """``pl.range(stop)`` / ``pl.range(start, stop, step=1)``: a recorded loop; bounds may be traced scalars."""
+
+    start: object
+    stop: object
+    step: object
+
+    def __iter__(self):
+        raise TypeError(
+            "pl.range is iterated by a kernel under @pl.jit (the front end reads the loop from the source); "
+            "outside a kernel use Python's range"
+        )
+
+
+def traced(value) -> bool:
+    return isinstance(value, jax.core.Tracer)
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+class Runtime:
+    """One trace of a kernel rewritten by ``_source.Translation``."""
+
+    def __init__(self, translation: Translation):
+        self.translation = translation
+        self.kinds: dict[int, carried.Kind] = {}
+
+    def run(self, arguments: dict):
+        """Declare the slots, bind ``arguments`` (the kernel's parameters by name) and run the kernel's body."""
+        kernel = self.translation.kernel
+        carried.declare(current(), self.translation.n_slots)
+        env = Env({**_free_values(kernel.function), **arguments})
+        return kernel.code(self, env)
+
+    # -- sections ----------------------------------------------------------------------
+    def with_(self, ctx, body, env: Env, line: int) -> None:
+        if not isinstance(ctx, Section):
+            raise UnsupportedConstruct(
+                f"rule 'construct': 'with {ctx!r}' (line {line}) is not a section: write 'with pl.section_cube():' "
+                "or 'with pl.section_vector():'"
+            )
+        k = current()
+        snapshot = Env(env)  # the names as the section sees them where it is written (it may run later)
+        if ctx.core == "cube":
+            k.section_cube(lambda: body(Env(snapshot)))
+        else:
+            k.section_vector(lambda sub: body(Env(snapshot)))
+
+    # -- loops -------------------------------------------------------------------------
+    def _carry(self, env: Env, slots: tuple, exclude: set, line: int) -> list:
+        """The slots of the names a block rebinds that exist before it, each with its kind; a name holding no
+        scalar (a tile, a tuple) is refused naming it."""
+        out = []
+        for name, slot in slots:
+            if name in exclude or name not in env:
+                continue
+            kind = carried.kind_of(env[name])
+            if kind is None:
+                raise UnsupportedConstruct(
+                    f"rule 'carried value': {name!r} is rebound inside the loop or branch at line {line} and holds "
+                    f"{type(env[name]).__name__} {env[name]!s}: only scalars (ints, floats, bools) are carried "
+                    "from one iteration or arm to the code after it; index a tile group or tuple by a carried int"
+                )
+            self.kinds[slot] = kind
+            out.append((name, slot, kind))
+        return out
+
+    @staticmethod
+    def _store(k, env: Env, slots: list, line: int) -> None:
+        for name, slot, kind in slots:
+            value = env[name]
+            if carried.kind_of(value) is None:
+                raise UnsupportedConstruct(
+                    f"rule 'carried value': {name!r} (line {line}) became {type(value).__name__} {value!s}; it was "
+                    f"a {kind.value} before the block: a carried name keeps a scalar type"
+                )
+            carried.store(k, slot, kind, value)
+
+    @staticmethod
+    def _load(k, env: Env, slots: list) -> None:
+        for name, slot, kind in slots:
+            env[name] = carried.load(k, slot, kind)
+
+    @staticmethod
+    def _bind(env: Env, target, value) -> None:
+        if isinstance(target, str):
+            env[target] = value
+            return
+        values = tuple(value)
+        if len(values) != len(target):
+            raise ValueError(f"cannot unpack {len(values)} values into {len(target)} loop targets")
+        for t, v in zip(target, values):
+            Runtime._bind(env, t, v)
+
+    @staticmethod
+    def _names(target) -> set:
+        return {target} if isinstance(target, str) else set().union(*map(Runtime._names, target))
+
+    def for_(self, iterable, body, env: Env, target, slots: tuple, line: int) -> None:
+        if not isinstance(iterable, RangeSpec):  # Python iteration, unrolled as it is read
+            for value in iterable:
+                self._bind(env, target, value)
+                body(env)
+            return
+        k = current()
+        start, stop, step = iterable.start, iterable.stop, iterable.step
+        if traced(step) or not isinstance(step, int) or step <= 0:
+            raise UnsupportedConstruct(
+                f"rule 'pl.range': the step at line {line} must be a static int > 0, got {step!r}"
+            )
+        if traced(stop):
+            raise UnsupportedConstruct(
+                f"rule 'pl.range': the stop at line {line} is a run-time value: ascjax records a loop up to a static "
+                "trip count; compute stop from static shapes or tiling constants"
+            )
+        count = None
+        if traced(start):  # e.g. for i in pl.range(block_idx, n, block_num): at most ceil(stop / step) trips
+            n = max(0, _ceil_div(int(stop), step))
+            count = jnp.maximum(0, _ceil_div(stop - start, step)).astype(jnp.int32)
+        else:
+            n = max(0, _ceil_div(int(stop) - int(start), step))
+        carry = self._carry(env, slots, self._names(target), line)
+        self._store(k, env, carry, line)
+
+        def iteration(i):
+            inner = Env(env)
+            self._load(k, inner, carry)
+            self._bind(inner, target, start + i * step)
+            body(inner)
+            self._store(k, inner, carry, line)
+
+        k.range(n, iteration, count=count)
+        self._load(k, env, carry)
+
+    # -- branches ----------------------------------------------------------------------
+    def if_(self, test, then, orelse, env: Env, slots: tuple, line: int) -> None:
+        if not traced(test):
+            if bool(test):
+                then(env)
+            elif orelse is not None:
+                orelse(env)
+            return
+        if jnp.ndim(test) != 0:
+            raise TypeError(
+                f"rule 'if': the condition at line {line} is an array of shape {jnp.shape(test)}, not a scalar"
+            )
+        k = current()
+        carry = self._carry(env, slots, set(), line)
+        self._store(k, env, carry, line)
+
+        def arm(block):
+            def run():
+                inner = Env(env)
+                self._load(k, inner, carry)
+                if block is not None:
+                    block(inner)
+                self._store(k, inner, carry, line)
+
+            return run
+
+        k.cond(test, arm(then), arm(orelse))
+        self._load(k, env, carry)
+
+    # -- expressions -------------------------------------------------------------------
+    @staticmethod
+    def ifexp(test, then, orelse):
+        if not traced(test):
+            return then() if test else orelse()
+        return jnp.where(test, then(), orelse())
+
+    @staticmethod
+    def _logic(thunks, short: bool, combine):
+        """``and`` (``short`` False) / ``or`` (True): Python's short circuit on static values, ``combine`` on traced."""
+        value = thunks[0]()
+        for thunk in thunks[1:]:
+            if traced(value):
+                value = combine(value, thunk())
+            elif bool(value) is short:
+                return value
+            else:
+                value = thunk()
+        return value
+
+    def and_(self, *thunks):
+        return self._logic(thunks, False, jnp.logical_and)
+
+    def or_(self, *thunks):
+        return self._logic(thunks, True, jnp.logical_or)
+
+    @staticmethod
+    def not_(value):
+        return jnp.logical_not(value) if traced(value) else not value
+
+    @staticmethod
+    def _fold(python, combine, args, kwargs):
+        """Builtin ``min`` / ``max``, or ``combine`` folded over traced scalars."""
+        values = args[0] if len(args) == 1 else args
+        if kwargs or not any(traced(v) for v in values):
+            return python(*args, **kwargs)
+        return functools.reduce(combine, values)
+
+    def min_(self, *args, **kwargs):
+        return self._fold(min, jnp.minimum, args, kwargs)
+
+    def max_(self, *args, **kwargs):
+        return self._fold(max, jnp.maximum, args, kwargs)
+
+    @staticmethod
+    def index(value, key):
+        """``value[key]``; a Python tuple or list of scalars indexed by a traced int selects among them."""
+        if traced(key) and isinstance(value, (tuple, list)):
+            if all(carried.kind_of(v) is not None for v in value):
+                return jnp.asarray(value)[key]
+            raise UnsupportedConstruct(
+                f"rule 'traced index': a {type(value).__name__} of {len(value)} "
+                f"{type(value[0]).__name__ if value else 'item'}s is indexed by a run-time value: ascjax selects "
+                "tiles by a run-time index only within a tile group (pl.make_tile_group(...)[i])"
+            )
+        return value[key]
+
+    @staticmethod
+    def named(name: str, make):
+        token = TILE_NAME.set(name)
+        try:
+            return make()
+        finally:
+            TILE_NAME.reset(token)
+
+    def call(self, fn, *args, **kwargs):
+        """A helper of the kernel's, rewritten too (its loops, branches and carried names as the kernel's)."""
+        translated = self.translation.functions.get(getattr(fn, "__code__", None))
+        if translated is None:
+            return fn(*args, **kwargs)
+        bound = translated.params.bind(*args, **kwargs)
+        bound.apply_defaults()
+        env = Env({**_free_values(fn), **bound.arguments})
+        return translated.code(self, env)

@@ -1,0 +1,165 @@
+"""PyPTO-Pro's declarations: data types, memory spaces, layouts, ``TileType``, ``Tensor[...]`` annotations and
+the GM tensors a kernel receives.
+
+Names and spellings are PyPTO-Pro's (``pl.DT_FP16``, ``pl.MemorySpace.Vec``, ``pl.NZ``), so a kernel written
+for ``pypto_pro.language`` reads the same here; each maps onto ascjax's own (dtype names, ``Buffer``,
+``Format``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from ...core import Buffer, Format
+
+#: PyPTO-Pro's data types, as ascjax's dtype names (those ascjax has no storage for are refused where used)
+DTYPES = {
+    "DT_FP16": "float16",
+    "DT_FP32": "float32",
+    "DT_BF16": "bfloat16",
+    "DT_INT8": "int8",
+    "DT_INT16": "int16",
+    "DT_INT32": "int32",
+    "DT_INT64": "int64",
+    "DT_UINT8": "uint8",
+    "DT_UINT16": "uint16",
+    "DT_UINT32": "uint32",
+    "DT_UINT64": "uint64",
+    "DT_BOOL": "bool",
+    "DT_FP8E4M3FN": "float8_e4m3fn",
+    "DT_FP8E5M2": "float8_e5m2",
+    "DT_FP8E8M0": "float8_e8m0fnu",
+    "DT_FP4E2M1": "float4_e2m1fn",
+    "DT_HF8": "hifloat8",
+    "DT_INT4": "int4",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DataType:
+    """``pl.DT_*``: a PyPTO-Pro data type; ``name`` is ascjax's dtype name."""
+
+    pypto_name: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"pl.{self.pypto_name}"
+
+
+DATA_TYPES = {key: DataType(key, value) for key, value in DTYPES.items()}
+
+
+def dtype_name(dtype) -> str:
+    """ascjax's dtype name of a ``pl.DT_*`` (or of a dtype name ascjax knows)."""
+    return dtype.name if isinstance(dtype, DataType) else str(dtype)
+
+
+class MemorySpace(enum.Enum):
+    """``pl.MemorySpace``: where a tile lives (PyPTO-Pro's names of the AI Core buffers)."""
+
+    Mat = Buffer.L1
+    Left = Buffer.L0A
+    Right = Buffer.L0B
+    Acc = Buffer.L0C
+    Bias = Buffer.BT
+    Vec = Buffer.UB
+    ScaleLeft = Buffer.SCALE_LEFT
+    ScaleRight = Buffer.SCALE_RIGHT
+
+
+class TensorLayout(enum.Enum):
+    """``pl.ND``, ``pl.NZ``, ``pl.ZN``, ``pl.ZZ``, ``pl.NN`` (and ``pl.DN``, a column-major GM view, refused where
+    it would be needed)."""
+
+    ND = "ND"
+    DN = "DN"
+    NZ = "Nz"
+    ZN = "Zn"
+    ZZ = "Zz"
+    NN = "Nn"
+
+    @property
+    def format(self) -> Format:
+        if self is TensorLayout.DN:
+            raise NotImplementedError("rule 'layout': pl.DN (a column-major view) is not modelled; use ND")
+        return Format(self.value)
+
+
+#: PyPTO-Pro's tile shape marker for a dimension known only at run time
+DYNAMIC = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class TileType:
+    """``pl.TileType(shape=, dtype=, target_memory=, layout=, fractal=, valid_shape=)``: a tile's static type."""
+
+    shape: tuple
+    dtype: object
+    target_memory: MemorySpace
+    layout: TensorLayout | None = None
+    fractal: int | None = None
+    valid_shape: tuple | None = None
+
+    def __init__(self, shape, dtype, target_memory, layout=None, fractal=None, valid_shape=None, **unknown):
+        if unknown:
+            raise TypeError(
+                f"rule 'TileType': pl.TileType takes shape, dtype, target_memory, layout, fractal and valid_shape; "
+                f"got {', '.join(sorted(unknown))}"
+            )
+        if not isinstance(target_memory, MemorySpace):
+            raise TypeError(f"rule 'TileType': target_memory must be a pl.MemorySpace, got {target_memory!r}")
+        object.__setattr__(self, "shape", tuple(int(s) for s in shape))
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "target_memory", target_memory)
+        object.__setattr__(self, "layout", layout)
+        object.__setattr__(self, "fractal", fractal)
+        object.__setattr__(self, "valid_shape", None if valid_shape is None else tuple(valid_shape))
+
+    @property
+    def buffer(self) -> Buffer:
+        return self.target_memory.value
+
+    @property
+    def format(self) -> Format | None:
+        """The tile's format in ascjax's terms (None: the buffer's default)."""
+        if self.layout is None:
+            return None
+        fmt = self.layout.format
+        if self.buffer is Buffer.L0A and fmt is Format.NZ:  # PyPTO-Pro writes Left tiles as NZ: the chip's A format
+            return None
+        return fmt
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """``pl.Tensor[[rows, cols], pl.DT_FP16]``: a kernel parameter that is a GM tensor."""
+
+    shape: tuple
+    dtype: object
+
+    def __str__(self) -> str:
+        dims = ", ".join("pl.DYNAMIC" if d == DYNAMIC else str(d) for d in self.shape)
+        return f"pl.Tensor[[{dims}], {self.dtype}]"
+
+
+class Tensor:
+    """``pl.Tensor[[shape], dtype]`` in a kernel's signature (a GM tensor parameter)."""
+
+    def __class_getitem__(cls, item) -> TensorSpec:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise TypeError(f"rule 'Tensor': write pl.Tensor[[rows, cols], pl.DT_FP16], got pl.Tensor[{item!r}]")
+        shape, dtype = item
+        return TensorSpec(tuple(shape), dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class GmTensor:
+    """A GM tensor as the kernel sees it: its name (the parameter's), its actual shape and dtype."""
+
+    name: str
+    shape: tuple
+    dtype: str
+
+    def __str__(self) -> str:
+        return f"tensor `{self.name}` {list(self.shape)} {self.dtype}"

@@ -1,0 +1,232 @@
+"""The surface of ``pypto_pro.language`` that one AI Core block runs, on ascjax's record.
+
+A kernel written for PyPTO-Pro calls these as ``pl.*``; its ``with`` sections, ``for ... in pl.range`` loops
+and ``if``s are read from its source (``_source``), so the functions here are the operations themselves.
+Data movement, matmuls and vector ops are ``ascjax.pl``'s (one implementation), taking GM tensors as the
+kernel's parameters rather than by name. What a block of this surface cannot run (SIMT, device printf,
+``pl.DN`` views, ...) raises ``UnsupportedConstruct`` naming it; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextvars
+import types
+
+from .. import pl as _pl
+from .._program import current
+from ._runtime import TILE_NAME, RangeSpec, Section
+from ._source import UnsupportedConstruct
+from ._types import DATA_TYPES, GmTensor, TensorLayout, TileType, dtype_name
+from ._types import DYNAMIC as DYNAMIC  # the surface re-exports these
+from ._types import MemorySpace as MemorySpace
+from ._types import Tensor as Tensor
+
+AccPhase = _pl.AccPhase
+STPhase = _pl.STPhase
+AccToVecMode = _pl.AccToVecMode
+AtomicType = _pl.AtomicType
+PipeType = _pl.PipeType
+RoundMode = _pl.RoundMode
+CrossCoreSyncMode = _pl.SyncMode
+SyncMode = _pl.SyncMode
+
+ND, DN, NZ, ZN, ZZ, NN = (TensorLayout[name] for name in ("ND", "DN", "NZ", "ZN", "ZZ", "NN"))
+globals().update(DATA_TYPES)  # pl.DT_FP16, ...
+
+#: the kernel's ``pl.jit(auto_mutex=...)`` during a trace
+AUTO_MUTEX: contextvars.ContextVar = contextvars.ContextVar("auto_mutex", default=False)
+#: the GM tensors a trace stores to (the jit learns its outputs from them)
+GM_WRITES: contextvars.ContextVar = contextvars.ContextVar("gm_writes", default=None)
+
+
+def _gm(tensor, what: str) -> str:
+    if isinstance(tensor, GmTensor):
+        return tensor.name
+    if isinstance(tensor, str):
+        return tensor
+    raise TypeError(f"pl.{what} takes a GM tensor (a pl.Tensor parameter of the kernel), got {tensor!r}")
+
+
+def _written(tensor) -> None:
+    writes = GM_WRITES.get()
+    if writes is not None:
+        writes.add(_gm(tensor, "store"))
+
+
+# -- structure --------------------------------------------------------------------------
+def section_cube() -> Section:
+    """``with pl.section_cube():`` the block is the cube core's program."""
+    return Section("cube")
+
+
+def section_vector() -> Section:
+    """``with pl.section_vector():`` the block is each vector core's program (AIV0 and AIV1)."""
+    return Section("vector")
+
+
+def range(*args, step=None) -> RangeSpec:  # noqa: A001 - PyPTO-Pro's name
+    """``pl.range(stop)`` / ``pl.range(start, stop, step=1)``: a recorded loop (one ``lax.scan``)."""
+    if step is not None:
+        args = (*args, step)
+    if not 1 <= len(args) <= 3:
+        raise TypeError(f"pl.range takes stop, or start, stop[, step]; got {len(args)} arguments")
+    start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    return RangeSpec(start, stop, step)
+
+
+def constexpr(value):
+    """``pl.constexpr(cond)``: a condition evaluated while the kernel is read (it is static here)."""
+    return value
+
+
+def make_tuple(**fields) -> types.SimpleNamespace:
+    """``pl.make_tuple(name=value, ...)``: a record of tiles and values, read by attribute."""
+    return types.SimpleNamespace(**fields)
+
+
+get_block_idx = _pl.get_block_idx
+get_block_num = _pl.get_block_num
+get_subblock_idx = _pl.get_subblock_idx
+
+
+# -- tiles ------------------------------------------------------------------------------
+def _tile_name(k) -> str | None:
+    name = TILE_NAME.get()
+    if name is None or name not in k.allocator.names:
+        return name
+    serial = 2
+    while f"{name}#{serial}" in k.allocator.names:
+        serial += 1
+    return f"{name}#{serial}"
+
+
+def _check_type(tile_type, what: str) -> TileType:
+    if not isinstance(tile_type, TileType):
+        raise TypeError(f"pl.{what} takes a pl.TileType, got {tile_type!r}")
+    if tile_type.valid_shape is not None and tuple(tile_type.valid_shape) != tile_type.shape:
+        raise UnsupportedConstruct(
+            f"rule 'valid shape': a TileType with valid_shape {list(tile_type.valid_shape)} inside shape "
+            f"{list(tile_type.shape)} is not modelled: use a tile of the valid shape"
+        )
+    return tile_type
+
+
+def make_tile(tile_type, *, addr=None, size=None):
+    """``pl.make_tile(type, addr=, size=)``: a tile at a fixed address (checked: alignment, capacity, overlap)."""
+    tile_type = _check_type(tile_type, "make_tile")
+    k = current()
+    tile = k.alloc(tile_type.buffer, tile_type.shape, dtype_name(tile_type.dtype), fmt=tile_type.format, addr=addr,
+                   name=_tile_name(k))  # fmt: skip
+    if size is not None and size < tile.nbytes:
+        raise ValueError(f"rule 'tile size': {tile} needs {tile.nbytes} B, but make_tile gives it size={size}")
+    return tile
+
+
+def make_tile_group(*, type, addrs, mutex_ids=None, depth=None, fwd_ids=None, bwd_ids=None):  # noqa: A002
+    """``pl.make_tile_group(type=, addrs=, mutex_ids=)``: ``depth`` slots (``len(mutex_ids)`` or ``len(addrs)``)
+    with ``next()``, ``current()``, ``previous()`` and ``group[i]``."""
+    tile_type = _check_type(type, "make_tile_group")
+    if fwd_ids is not None or bwd_ids is not None:
+        raise UnsupportedConstruct("rule 'pipeline': fwd_ids / bwd_ids (pl.jit(pipeline=...)) are not modelled")
+    if mutex_ids and AUTO_MUTEX.get():
+        raise UnsupportedConstruct(
+            f"rule 'auto_mutex': the locks auto_mutex inserts around the accesses of a tile group with mutex_ids "
+            f"{list(mutex_ids)} are not modelled yet, so this kernel's sync cannot be checked: write the sync by hand "
+            "and pass @pl.jit(auto_mutex=False)"
+        )
+    addr_list = list(addrs) if isinstance(addrs, (list, tuple)) else [addrs]
+    depth = depth or (len(mutex_ids) if mutex_ids else None) or len(addr_list)
+    k = current()
+    group = k.tile_group(tile_type.buffer, tile_type.shape, dtype_name(tile_type.dtype), depth, fmt=tile_type.format,
+                         addr=addr_list[0], name=_tile_name(k))  # fmt: skip
+    stride = group.group.stride_bytes
+    if len(addr_list) > 1 and addr_list != [addr_list[0] + i * stride for i in builtins.range(len(addr_list))]:
+        raise UnsupportedConstruct(
+            f"rule 'tile group addresses': slots at {[hex(a) for a in addr_list]} are not {stride} B apart: ascjax "
+            f"places a group's slots side by side; give addrs={addr_list[0]:#x} (slots {stride} B apart)"
+        )
+    return group
+
+
+# -- data movement ----------------------------------------------------------------------
+def _order(order, what: str) -> None:
+    if order is not None and list(order) != [0, 1]:
+        raise UnsupportedConstruct(
+            f"rule 'order': pl.{what}(..., order={list(order)}) (a transposed GM view) is not modelled; load ND"
+        )
+
+
+def load(dst_tile, src_tensor, offsets=(0, 0), *, order=None):
+    """GM -> L1 (ND -> Nz) or GM -> UB (MTE2) at element ``offsets`` (traced allowed)."""
+    _order(order, "load")
+    _pl.load(dst_tile, _gm(src_tensor, "load"), tuple(offsets))
+
+
+def load_tile(dst_tile, src_tensor, tile_offsets, *, order=None):
+    """``load`` with offsets in units of the tile's shape."""
+    load(dst_tile, src_tensor, (tile_offsets[0] * dst_tile.rows, tile_offsets[1] * dst_tile.cols), order=order)
+
+
+def store(dst_tensor, src_tile, offsets=(0, 0), *, relu_pre_mode=None, scale=None, order=None, atomic=None,
+          phase=None):  # fmt: skip
+    """L0C -> GM (FIX, ``phase`` = STPhase) or UB -> GM (MTE3) at element ``offsets``."""
+    _order(order, "store")
+    _written(dst_tensor)
+    _pl.store(_gm(dst_tensor, "store"), src_tile, tuple(offsets), phase=phase, relu=bool(relu_pre_mode), scale=scale,
+              atomic=atomic)  # fmt: skip
+
+
+def store_tile(dst_tensor, src_tile, tile_offsets, **kwargs):
+    """``store`` with offsets in units of the tile's shape."""
+    store(dst_tensor, src_tile, (tile_offsets[0] * src_tile.rows, tile_offsets[1] * src_tile.cols), **kwargs)
+
+
+def move(dst_tile, src_tile, offset=None, *, acc_to_vec_mode=None, relu_pre_mode=None, scale=None, phase=None):
+    """Between on-chip buffers: L1 -> L0A / L0B / Bias (MTE1), L0C -> UB (FIX), UB -> L1 (MTE3), UB -> UB (V)."""
+    if scale is not None:
+        raise UnsupportedConstruct("rule 'move scale': pl.move(..., scale=) is not modelled; quantise in pl.store")
+    _pl.move(dst_tile, src_tile, offset, acc_to_vec_mode=acc_to_vec_mode, phase=phase, relu=bool(relu_pre_mode))
+
+
+insert = _pl.insert
+matmul = _pl.matmul
+matmul_acc = _pl.matmul_acc
+matmul_mx = _pl.matmul_mx
+matmul_mx_acc = _pl.matmul_mx_acc
+
+# -- vector -----------------------------------------------------------------------------
+add, sub, mul, div = _pl.add, _pl.sub, _pl.mul, _pl.div
+maximum, minimum, sum = _pl.maximum, _pl.minimum, _pl.sum  # noqa: A001
+abs, exp, log, sqrt, relu = _pl.abs, _pl.exp, _pl.log, _pl.sqrt, _pl.relu  # noqa: A001
+expand_add, expand_sub, expand_mul, expand_div = _pl.expand_add, _pl.expand_sub, _pl.expand_mul, _pl.expand_div
+cast, fill = _pl.cast, _pl.fill
+
+
+# -- synchronisation --------------------------------------------------------------------
+def _mutex(**_):
+    raise UnsupportedConstruct(
+        "rule 'mutex': pl.system.mutex_lock / mutex_unlock (buffer-id locks) are not modelled yet: order the pipes "
+        "with pl.system.sync_src / sync_dst"
+    )
+
+
+system = types.SimpleNamespace(**vars(_pl.system), mutex_lock=_mutex, mutex_unlock=_mutex)
+"""``pl.system``: ``sync_src`` / ``sync_dst``, ``set_cross_core`` / ``wait_cross_core``, the barriers."""
+
+#: what this surface has (``__getattr__`` refuses the rest of PyPTO-Pro by name)
+_INTERNAL = {"annotations", "builtins", "contextvars", "types", "current", "GmTensor", "DATA_TYPES", "TILE_NAME",
+             "AUTO_MUTEX", "GM_WRITES", "RangeSpec", "Section", "UnsupportedConstruct", "dtype_name"}  # fmt: skip
+SURFACE = sorted(name for name in list(globals()) if not name.startswith("_") and name not in _INTERNAL)
+
+
+def __getattr__(name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise UnsupportedConstruct(
+        f"rule 'construct': pl.{name} is not supported by ascjax's PyPTO-Pro front end (one AI Core block: tiles, "
+        "load / store / move / insert, the matmul family, vector ops, pl.system sync); see docs/pypto.md"
+    )
+
+
+__all__ = SURFACE

@@ -1,0 +1,168 @@
+"""``@pl.jit(...)``: a PyPTO-Pro kernel read from its source and run on the emulator.
+
+``kernel(x, y, z)`` runs it on one block, ``kernel[stream, block_dim](x, y, z)`` launches ``block_dim`` blocks,
+as PyPTO-Pro writes them. The ``pl.Tensor[...]`` parameters are GM tensors: the arrays passed for them are the
+kernel's inputs, and those the kernel stores to are its outputs, written back into the arrays passed (as the
+device writes them) once the run is done. The call returns the run's ``Result`` (``LaunchResult``), whose
+``report()`` says what the control plane found; ``last_result`` keeps it too.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from ..core import _dtypes as dtypes
+from ..front._tracing import record_kernel
+from ..front.pypto import GmTensor, Runtime, TensorSpec, Translation, UnsupportedConstruct
+from ..front.pypto._types import DYNAMIC, dtype_name
+from ..front.pypto.language import AUTO_MUTEX, GM_WRITES
+from ..runner import launch, run
+
+#: PyPTO-Pro's ``arch`` names, as ascjax's chips (PyPTO-Pro targets the 950, "a5", by default)
+ARCHES = {None: "950", "a5": "950", "950": "950", "a3": "a3", "a2": "a2"}
+
+
+def jit(target=None, *, arch=None, auto_mutex: bool = True, name=None, pipeline=None, tiling_key=None,
+        datatype=None, compile_timeout=None, **unknown):  # fmt: skip
+    """``@pl.jit`` / ``@pl.jit(arch=, auto_mutex=, ...)``: the kernel as a ``JitKernel``.
+
+    ``name`` and ``compile_timeout`` concern the device build and change nothing here; ``pipeline``,
+    ``tiling_key`` and ``datatype`` specialisations are refused by name (not modelled yet).
+    """
+    if unknown:
+        raise TypeError(f"rule 'jit': pl.jit has no option {', '.join(map(repr, sorted(unknown)))}")
+    for option, value in (("pipeline", pipeline), ("tiling_key", tiling_key), ("datatype", datatype)):
+        if value is not None:
+            raise UnsupportedConstruct(f"rule 'jit': pl.jit({option}=...) is not modelled yet")
+    if arch not in ARCHES:
+        raise ValueError(f"rule 'jit': arch={arch!r} is not one of {sorted(a for a in ARCHES if a)}")
+
+    def wrap(fn):
+        return JitKernel(fn, chip=ARCHES[arch], auto_mutex=auto_mutex)
+
+    return wrap if target is None else wrap(target)
+
+
+def _as_array(value) -> np.ndarray:
+    """A NumPy view of a kernel argument (a NumPy array, or a CPU tensor with ``numpy()``)."""
+    if hasattr(value, "detach"):  # a torch tensor
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+class JitKernel:
+    """A PyPTO-Pro kernel under ``@pl.jit``: call it to run one block, index it to launch several."""
+
+    def __init__(self, fn, *, chip: str, auto_mutex: bool):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.chip = chip
+        self.auto_mutex = auto_mutex
+        self.signature = inspect.signature(fn)
+        self._translation: Translation | None = None
+        self._programs: dict = {}  # (shapes, scalars, block_dim) -> (the Program kernel, its written tensors)
+        self.last_result = None
+
+    @functools.cached_property
+    def tensor_specs(self) -> dict[str, TensorSpec]:
+        """The ``pl.Tensor[...]`` parameters by name."""
+        annotations = inspect.get_annotations(self.fn, eval_str=True)
+        return {name: spec for name, spec in annotations.items() if isinstance(spec, TensorSpec)}
+
+    @property
+    def translation(self) -> Translation:
+        if self._translation is None:
+            self._translation = Translation(self.fn)
+        return self._translation
+
+    def __call__(self, *args, **kwargs):
+        return self._launch(None, args, kwargs)
+
+    def __getitem__(self, key):
+        """``kernel[stream, block_dim]``: launch on ``block_dim`` blocks (the stream is the caller's)."""
+        if not isinstance(key, tuple) or len(key) != 2:
+            raise TypeError(f"launch a kernel as kernel[stream, block_dim](...), got kernel[{key!r}]")
+        _, block_dim = key
+        return lambda *args, **kwargs: self._launch(int(block_dim), args, kwargs)
+
+    def arrays(self, args: tuple, kwargs: dict) -> tuple[dict, dict, dict]:
+        """The arguments: GM tensors as arrays (checked against their annotations), the rest as values, and the
+        objects passed for the tensors (written back after the run)."""
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arrays, scalars, given = {}, {}, {}
+        for name, value in bound.arguments.items():
+            spec = self.tensor_specs.get(name)
+            if spec is None:
+                scalars[name] = value
+                continue
+            arr = _as_array(value)
+            want = dtypes.to_numpy_dtype(dtype_name(spec.dtype))
+            shape_ok = len(arr.shape) == len(spec.shape) and all(
+                d == DYNAMIC or d == a for d, a in zip(spec.shape, arr.shape)
+            )
+            if not shape_ok or arr.dtype != want:
+                raise TypeError(
+                    f"rule 'tensor argument': {name} is declared {spec} but got a {list(arr.shape)} {arr.dtype} array"
+                )
+            if arr.ndim != 2:
+                raise UnsupportedConstruct(f"rule 'tensor rank': {name} is {arr.ndim}-D; ascjax's GM tensors are 2-D")
+            arrays[name], given[name] = arr, value
+        return arrays, scalars, given
+
+    def program(self, arrays: dict, scalars: dict, block_dim: int | None):
+        """The kernel as a function of a ``Program`` for these shapes and values, and the tensors it stores to."""
+        key = (tuple((n, a.shape, str(a.dtype)) for n, a in arrays.items()), repr(sorted(scalars.items())), block_dim)
+        if key not in self._programs:
+            handles = {name: GmTensor(name, tuple(a.shape), str(a.dtype)) for name, a in arrays.items()}
+            translation, auto_mutex = self.translation, self.auto_mutex
+
+            def kernel(k):
+                token = AUTO_MUTEX.set(auto_mutex)
+                try:
+                    Runtime(translation).run({**handles, **scalars})
+                finally:
+                    AUTO_MUTEX.reset(token)
+
+            kernel.__name__ = kernel.__qualname__ = self.fn.__name__
+            writes: set = set()
+            token = GM_WRITES.set(writes)
+            try:  # one recording with every tensor writable tells which ones the kernel stores to
+                block = None if block_dim is None else {"block_idx": np.int32(0), "block_num": block_dim}
+                record_kernel(
+                    kernel, {}, {n: (a.shape, a.dtype) for n, a in arrays.items()}, chip=self.chip, block=block
+                )
+            finally:
+                GM_WRITES.reset(token)
+            self._programs[key] = (kernel, frozenset(writes))
+        return self._programs[key]
+
+    def _launch(self, block_dim: int | None, args: tuple, kwargs: dict):
+        arrays, scalars, given = self.arrays(args, kwargs)
+        kernel, written = self.program(arrays, scalars, block_dim)
+        for name in sorted(written):
+            if np.any(arrays[name] != 0):
+                raise UnsupportedConstruct(
+                    f"rule 'output contents': tensor `{name}` is stored to by the kernel and was passed holding "
+                    "non-zero data: ascjax starts a kernel's outputs at zero (pass zeros, as torch.zeros)"
+                )
+        inputs = {n: a for n, a in arrays.items() if n not in written}
+        outputs = {n: (a.shape, a.dtype) for n, a in arrays.items() if n in written}
+        if block_dim is None:
+            result = run(kernel, inputs, outputs, chip=self.chip)
+        else:
+            result = launch(kernel, inputs, outputs, block_dim=block_dim, chip=self.chip)
+        for name in written:
+            out = np.asarray(result.outputs[name])
+            target = given[name]
+            if hasattr(target, "copy_"):  # a torch tensor
+                import torch
+
+                target.copy_(torch.from_numpy(np.array(out)))
+            elif isinstance(target, np.ndarray) and target.flags.writeable:
+                np.copyto(target, out)
+        self.last_result = result
+        return result

@@ -1,0 +1,191 @@
+"""The PyPTO-Pro front end: kernels written for ``pypto_pro.language`` run as written (``ascjax.pypto_pro``).
+
+Each kernel is checked against NumPy, against its bad twin, and against the same kernel written with
+``ascjax.pl`` (the same bits and verdict); constructs the front end does not run are refused naming the line.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pypto_matmul_add as matmul_add
+import pypto_vector_add as vector_add
+import pytest
+
+import ascjax as aj
+import ascjax.pypto_pro.language as pl
+from ascjax import Verdict
+from ascjax.front.pypto import UnsupportedConstruct
+
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((vector_add.ROWS, vector_add.COLS)).astype(np.float32)
+Y = RNG.standard_normal((vector_add.ROWS, vector_add.COLS)).astype(np.float32)
+
+
+def _line_of(module, text: str, after: str) -> int:
+    """The first line of ``module``'s source after the line holding ``after`` that contains ``text`` (the kernel line
+    a report must name)."""
+    lines = open(module.__file__).read().splitlines()
+    start = next(i for i, line in enumerate(lines) if after in line)
+    return next(i for i, line in enumerate(lines, 1) if i > start and text in line)
+
+
+def test_a_vector_loop_with_a_carried_row_and_a_traced_if_adds():
+    z = np.zeros_like(X)
+    result = vector_add.add_rows(X, Y, z)
+    assert result.ok, result.report()
+    np.testing.assert_array_equal(z, X + Y)  # written back into the array passed, as the device writes it
+
+
+def test_its_twin_without_the_store_flag_races_at_the_store():
+    z = np.zeros_like(X)
+    result = vector_add.add_rows_no_store_sync(X, Y, z)
+    assert int(result.verdict) == Verdict.RACE
+    text = str(result.report())
+    store_line = _line_of(vector_add, "pl.store(z, c, [row, 0])", "def add_rows_no_store_sync")
+    assert f"copy_ub2gm at kernels/pypto_vector_add.py:{store_line}" in text
+
+
+def test_the_same_kernel_in_ascjax_pl_gives_the_same_bits_verdict_and_cycles():
+    rows, cols, half, step = vector_add.ROWS, vector_add.COLS, vector_add.HALF, vector_add.TILE_ROWS
+
+    def kernel(k):
+        a = aj.pl.alloc("Vec", (step, cols), "float32", addr=0x0000)
+        b = aj.pl.alloc("Vec", (step, cols), "float32", addr=0x2000)
+        c = aj.pl.alloc("Vec", (step, cols), "float32", addr=0x4000)
+
+        @aj.pl.section_vector
+        def _(sub):
+            @aj.pl.range(half // step)
+            def _(i):
+                row = sub * half + i * step
+                k.cond(i > 0, lambda: aj.pl.system.sync_dst(set_pipe="MTE3", wait_pipe="MTE2", event_id=0))
+                aj.pl.load(a, "x", (row, 0))
+                aj.pl.load(b, "y", (row, 0))
+                aj.pl.system.sync_src(set_pipe="MTE2", wait_pipe="V", event_id=0)
+                aj.pl.system.sync_dst(set_pipe="MTE2", wait_pipe="V", event_id=0)
+                aj.pl.add(c, a, b)
+                aj.pl.system.sync_src(set_pipe="V", wait_pipe="MTE3", event_id=0)
+                aj.pl.system.sync_dst(set_pipe="V", wait_pipe="MTE3", event_id=0)
+                aj.pl.store("z", c, (row, 0))
+                k.cond(
+                    i < half // step - 1, lambda: aj.pl.system.sync_src(set_pipe="MTE3", wait_pipe="MTE2", event_id=0)
+                )
+
+    by_hand = aj.run(kernel, {"x": X, "y": Y}, {"z": ((rows, cols), "float32")}, chip="950")
+    z = np.zeros_like(X)
+    as_written = vector_add.add_rows(X, Y, z)
+    np.testing.assert_array_equal(z, np.asarray(by_hand.outputs["z"]))
+    assert int(as_written.verdict) == int(by_hand.verdict) == Verdict.OK
+    assert float(as_written.cycles) == float(by_hand.cycles)
+
+
+def test_cube_and_vector_sections_hand_a_matmul_to_both_aivs():
+    rng = np.random.default_rng(1)
+    a, b, x = (rng.standard_normal((matmul_add.N, matmul_add.N)).astype(np.float32) for _ in range(3))
+    out = np.zeros_like(a)
+    result = matmul_add.matmul_add(a, b, x, out)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(out, a @ b + x, rtol=1e-5, atol=1e-4)
+
+
+def test_a_launch_splits_tiles_by_a_traced_loop_start():
+    z = np.zeros_like(X)
+    result = vector_add.add_blocks[None, 2](X, Y, z)
+    assert result.ok, result.report()
+    np.testing.assert_array_equal(z, X + Y)
+
+
+@pl.jit(auto_mutex=False)
+def _toggle(x: pl.Tensor[[16, 64], pl.DT_FP32], out: pl.Tensor[[16, 64], pl.DT_FP32]):
+    """A carried ping-pong index picks a tile-group slot; a carried float scales; a ternary on a traced value."""
+    tile_type = pl.TileType(shape=[16, 64], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec)
+    group = pl.make_tile_group(type=tile_type, addrs=0x0, depth=2)
+    acc = pl.make_tile(tile_type, addr=0x2000)
+    with pl.section_vector():
+        slot = 0
+        scale = 1.0
+        pl.fill(acc, 0.0)
+        for i in pl.range(4):
+            pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE2, event_id=0)
+            pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE2, event_id=0)
+            pl.load(group[slot], x, [0, 0])
+            pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+            pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+            pl.mul(group[slot], group[slot], scale)
+            pl.add(acc, acc, group[slot])
+            slot = 1 - slot
+            scale = scale * 2.0 if i < 2 else scale
+        pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
+        pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
+        if pl.get_subblock_idx() == 0:
+            pl.store(out, acc, [0, 0])
+
+
+def test_carried_ints_and_floats_ride_the_loop_and_a_ternary_selects():
+    x = RNG.standard_normal((16, 64)).astype(np.float32)
+    out = np.zeros_like(x)
+    result = _toggle(x, out)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(out, x * (1 + 2 + 4 + 4), rtol=1e-6)  # scales 1, 2, 4, then held at 4
+
+
+@pl.jit(auto_mutex=False)
+def _with_while(x: pl.Tensor[[16, 64], pl.DT_FP32]):
+    with pl.section_vector():
+        n = 0
+        while n < 2:
+            n = n + 1
+
+
+@pl.jit(auto_mutex=False)
+def _with_simt(x: pl.Tensor[[16, 64], pl.DT_FP32]):
+    with pl.section_vector():
+        pl.simt_launch(x)
+
+
+@pl.jit()
+def _auto_mutex(x: pl.Tensor[[16, 64], pl.DT_FP32]):
+    tile_type = pl.TileType(shape=[16, 64], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec)
+    group = pl.make_tile_group(type=tile_type, addrs=0x0, mutex_ids=[0, 1])
+    with pl.section_vector():
+        pl.load(group.next(), x, [0, 0])
+
+
+@pytest.mark.parametrize(
+    ("kernel", "words"),
+    [
+        (_with_while, ["a 'while' loop", "test_pypto_frontend.py:"]),
+        (_with_simt, ["pl.simt_launch is not supported"]),
+        (_auto_mutex, ["rule 'auto_mutex'", "mutex_ids [0, 1]", "auto_mutex=False"]),
+    ],
+)
+def test_what_the_front_end_does_not_run_is_refused_by_name(kernel, words):
+    with pytest.raises(UnsupportedConstruct) as info:
+        kernel(np.zeros((16, 64), np.float32))
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_a_tensor_of_the_wrong_shape_is_refused_naming_its_declaration():
+    with pytest.raises(TypeError, match=r"x is declared pl.Tensor\[\[16, 64\], pl.DT_FP32\] but got a \[8, 64\]"):
+        _with_while(np.zeros((8, 64), np.float32))
+
+
+def test_the_command_line_runs_a_file_with_pypto_pro_mapped(tmp_path):
+    source = (
+        open(vector_add.__file__)
+        .read()
+        .replace("import ascjax.pypto_pro.language as pl", "import pypto_pro.language as pl")
+    )
+    path = tmp_path / "unchanged.py"
+    path.write_text(source)
+    run = lambda *args: subprocess.run([sys.executable, "-m", "ascjax", *args], capture_output=True, text=True)  # noqa: E731
+    ok = run("pypto", f"{path}::add_rows")
+    assert ok.returncode == 0, ok.stderr
+    assert "outputs z" in ok.stdout and "OK (chip 950)" in ok.stdout
+    bad = run("pypto", f"{path}::missing")
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1 and "its kernels: add_blocks, add_rows, add_rows_no_store_sync" in bad.stderr
