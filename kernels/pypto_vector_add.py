@@ -12,8 +12,10 @@ def add_rows(
     x: pl.Tensor[[ROWS, COLS], pl.DT_FP32],
     y: pl.Tensor[[ROWS, COLS], pl.DT_FP32],
     z: pl.Tensor[[ROWS, COLS], pl.DT_FP32],
+    store_sync=True,
 ):
-    """z = x + y, each AIV adding half of the rows, one TILE_ROWS x COLS tile per step."""
+    """z = x + y, each AIV adding half of the rows, one TILE_ROWS x COLS tile per step. Its bad twin,
+    ``store_sync=False``, drops the V -> MTE3 flag: the store may read c before the add has written it (a race)."""
     tile_type = pl.TileType(shape=[TILE_ROWS, COLS], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec)
     with pl.section_vector():
         a = pl.make_tile(tile_type, addr=0x0000)
@@ -28,35 +30,9 @@ def add_rows(
             pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
             pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
             pl.add(c, a, b)
-            pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
-            pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
-            pl.store(z, c, [row, 0])
-            if i < HALF // TILE_ROWS - 1:
-                pl.system.sync_src(set_pipe=pl.PipeType.MTE3, wait_pipe=pl.PipeType.MTE2, event_id=0)
-            row = row + TILE_ROWS
-
-
-@pl.jit(auto_mutex=False)
-def add_rows_no_store_sync(
-    x: pl.Tensor[[ROWS, COLS], pl.DT_FP32],
-    y: pl.Tensor[[ROWS, COLS], pl.DT_FP32],
-    z: pl.Tensor[[ROWS, COLS], pl.DT_FP32],
-):
-    """add_rows without the V -> MTE3 flag: the store may read c before the add has written it (a race)."""
-    tile_type = pl.TileType(shape=[TILE_ROWS, COLS], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec)
-    with pl.section_vector():
-        a = pl.make_tile(tile_type, addr=0x0000)
-        b = pl.make_tile(tile_type, addr=0x2000)
-        c = pl.make_tile(tile_type, addr=0x4000)
-        row = pl.get_subblock_idx() * HALF
-        for i in pl.range(HALF // TILE_ROWS):
-            if i > 0:
-                pl.system.sync_dst(set_pipe=pl.PipeType.MTE3, wait_pipe=pl.PipeType.MTE2, event_id=0)
-            pl.load(a, x, [row, 0])
-            pl.load(b, y, [row, 0])
-            pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
-            pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
-            pl.add(c, a, b)
+            if store_sync:  # a static parameter: Python's if, as PyPTO-Pro evaluates it
+                pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
+                pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
             pl.store(z, c, [row, 0])
             if i < HALF // TILE_ROWS - 1:
                 pl.system.sync_src(set_pipe=pl.PipeType.MTE3, wait_pipe=pl.PipeType.MTE2, event_id=0)

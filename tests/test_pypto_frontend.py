@@ -41,10 +41,10 @@ def test_a_vector_loop_with_a_carried_row_and_a_traced_if_adds():
 
 def test_its_twin_without_the_store_flag_races_at_the_store():
     z = np.zeros_like(X)
-    result = vector_add.add_rows_no_store_sync(X, Y, z)
+    result = vector_add.add_rows(X, Y, z, store_sync=False)
     assert int(result.verdict) == Verdict.RACE
     text = str(result.report())
-    store_line = _line_of(vector_add, "pl.store(z, c, [row, 0])", "def add_rows_no_store_sync")
+    store_line = _line_of(vector_add, "pl.store(z, c, [row, 0])", "def add_rows")
     assert f"copy_ub2gm at kernels/pypto_vector_add.py:{store_line}" in text
 
 
@@ -188,4 +188,4 @@ def test_the_command_line_runs_a_file_with_pypto_pro_mapped(tmp_path):
     assert "outputs z" in ok.stdout and "OK (chip 950)" in ok.stdout
     bad = run("pypto", f"{path}::missing")
     assert bad.returncode == 2
-    assert bad.stderr.count("\n") == 1 and "its kernels: add_blocks, add_rows, add_rows_no_store_sync" in bad.stderr
+    assert bad.stderr.count("\n") == 1 and "its kernels: add_blocks, add_rows" in bad.stderr

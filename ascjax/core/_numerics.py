@@ -8,7 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-try:  # no public spelling: the trace a call runs under (JAX's eager evaluation at the bottom)
+# The trace a call runs under (JAX's eager evaluation at the bottom, vmaps above it). No public API tells it:
+# ``jax.extend.core.find_top_trace`` needs arguments, and ``unsafe_am_i_under_a_jit/vmap_DO_NOT_USE`` cannot tell a
+# ``grad`` (which stages a jit into a bigger program, refusing compiler options) from eager evaluation. So the
+# private names, with JAX's options kept everywhere where they are gone.
+try:
     from jax._src.core import EvalTrace as _EvalTrace
     from jax._src.core import trace_ctx as _trace_ctx
     from jax._src.interpreters.batching import BatchTrace as _BatchTrace

@@ -33,7 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jex_core
 
-try:  # JAX's partial evaluation (what ``jax.linearize`` and the scan's own partial-eval rule use)
+# JAX's partial evaluation of a jaxpr by known and unknown inputs (what ``jax.linearize`` and the scan's own
+# partial-eval rule use). No public API splits a jaxpr this way: ``jax.linearize`` splits by primal and tangent and
+# ``jax.extend`` exposes no partial evaluation; so the private function, with the plain scan where it is gone.
+try:
     from jax._src.interpreters.partial_eval import partial_eval_jaxpr_nounits
 except ImportError:  # pragma: no cover - a JAX without it runs every loop as the plain scan
     partial_eval_jaxpr_nounits = None

@@ -140,6 +140,11 @@ class JitKernel:
             self._programs[key] = (kernel, frozenset(writes))
         return self._programs[key]
 
+    def outputs(self, *args, block_dim: int | None = None, **kwargs) -> frozenset:
+        """The tensors the kernel stores to when called with these arguments (its outputs)."""
+        arrays, scalars, _ = self.arrays(args, kwargs)
+        return self.program(arrays, scalars, block_dim)[1]
+
     def _launch(self, block_dim: int | None, args: tuple, kwargs: dict):
         arrays, scalars, given = self.arrays(args, kwargs)
         kernel, written = self.program(arrays, scalars, block_dim)

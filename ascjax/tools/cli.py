@@ -225,11 +225,12 @@ def _cmd_pypto(args) -> int:
     kernel = _pypto_file.pick_kernel(path, name or None)
     arguments = _pypto_file.random_arguments(kernel, args.seed)
     with compile_notice():
-        written = kernel.program(arguments, {}, args.block_dim)[1]
+        written = kernel.outputs(**arguments, block_dim=args.block_dim)
         for tensor in written:  # outputs start at zero
             arguments[tensor] = np.zeros_like(arguments[tensor])
         result = kernel(**arguments) if args.block_dim is None else kernel[None, args.block_dim](**arguments)
-    print(f"{path}::{kernel.__name__}: inputs drawn with seed {args.seed}; outputs {', '.join(sorted(written)) or 'none'}")
+    outputs = ", ".join(sorted(written)) or "none"
+    print(f"{path}::{kernel.__name__}: inputs drawn with seed {args.seed}; outputs {outputs}")
     print(result.report())
     return 0
 

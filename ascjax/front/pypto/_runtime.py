@@ -70,7 +70,6 @@ class Runtime:
 
     def __init__(self, translation: Translation):
         self.translation = translation
-        self.kinds: dict[int, carried.Kind] = {}
 
     def run(self, arguments: dict):
         """Declare the slots, bind ``arguments`` (the kernel's parameters by name) and run the kernel's body."""
@@ -108,7 +107,6 @@ class Runtime:
                     f"{type(env[name]).__name__} {env[name]!s}: only scalars (ints, floats, bools) are carried "
                     "from one iteration or arm to the code after it; index a tile group or tuple by a carried int"
                 )
-            self.kinds[slot] = kind
             out.append((name, slot, kind))
         return out
 

@@ -1,6 +1,6 @@
 """Reading a PyPTO-Pro kernel from its source, as PyPTO-Pro's own parser does: the function's Python AST.
 
-``translate`` rewrites the kernel (and every plain Python helper it calls by name) into a function of the
+``Translation`` rewrites the kernel (and every plain Python helper it calls by name) into a function of the
 front end's runtime (``_runtime.Runtime``) that keeps the written form's meaning:
 
 - ``with pl.section_cube():`` / ``with pl.section_vector():`` run their block as that core's program;
@@ -73,12 +73,10 @@ def _scope_bound(node) -> set[str]:
 
 @dataclasses.dataclass
 class Translated:
-    """A kernel or helper rewritten: ``code(runtime, env)`` runs it; its carried-value slots start at ``first_slot``."""
+    """A kernel or helper rewritten: ``code(runtime, env)`` runs it with its locals bound in ``env``."""
 
     function: types.FunctionType
     code: types.FunctionType
-    first_slot: int
-    n_slots: int
     params: inspect.Signature
 
 
@@ -336,7 +334,7 @@ def _free_values(fn) -> dict:
 
 
 class Translation:
-    """A kernel and the helpers it calls, rewritten; their carried-value slots numbered apart."""
+    """A kernel and the helpers it calls, rewritten; their carried-value slots numbered apart (``n_slots`` in all)."""
 
     def __init__(self, kernel):
         self.functions: dict = {}  # code object -> Translated
@@ -366,7 +364,7 @@ class Translation:
         module = ast.fix_missing_locations(ast.Module([wrapper], type_ignores=[]))
         scope: dict = {}
         exec(compile(module, filename, "exec"), fn.__globals__, scope)  # noqa: S102 - the user's own kernel source
-        translated = Translated(fn, scope[wrapper.name], self.n_slots, rewriter.next_slot - self.n_slots, params)
+        translated = Translated(fn, scope[wrapper.name], params)
         self.n_slots = rewriter.next_slot
         self.functions[code_key] = translated
         return translated
