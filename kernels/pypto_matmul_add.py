@@ -13,7 +13,9 @@ def matmul_add(
     b: pl.Tensor[[N, N], pl.DT_FP32],
     x: pl.Tensor[[N, N], pl.DT_FP32],
     out: pl.Tensor[[N, N], pl.DT_FP32],
+    wait_matmul=True,
 ):
+    """Its bad twin, ``wait_matmul=False``, adds before the cube's result is in UB (a race across cores)."""
     vec_type = pl.TileType(shape=[HALF, N], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec)
     mm_res = pl.make_tile(vec_type, addr=0x0000, size=TILE_BYTES // 2)
 
@@ -56,7 +58,8 @@ def matmul_add(
         pl.load(x_tile, x, [off, 0])
         pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=1)
         pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=1)
-        pl.system.wait_cross_core(pipe=pl.PipeType.V, event_id=0)
+        if wait_matmul:
+            pl.system.wait_cross_core(pipe=pl.PipeType.V, event_id=0)
         pl.add(mm_res, mm_res, x_tile)
         pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=2)
         pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=2)

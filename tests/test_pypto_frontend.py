@@ -45,7 +45,7 @@ def test_its_twin_without_the_store_flag_races_at_the_store():
     assert int(result.verdict) == Verdict.RACE
     text = str(result.report())
     store_line = _line_of(vector_add, "pl.store(z, c, [row, 0])", "def add_rows")
-    assert f"copy_ub2gm at kernels/pypto_vector_add.py:{store_line}" in text
+    assert f"pl.store at kernels/pypto_vector_add.py:{store_line}" in text
 
 
 def test_the_same_kernel_in_ascjax_pl_gives_the_same_bits_verdict_and_cycles():
@@ -89,6 +89,40 @@ def test_cube_and_vector_sections_hand_a_matmul_to_both_aivs():
     result = matmul_add.matmul_add(a, b, x, out)
     assert result.ok, result.report()
     np.testing.assert_allclose(out, a @ b + x, rtol=1e-5, atol=1e-4)
+
+
+#: Ascend C instructions a PyPTO-Pro kernel's calls lower to: its reports name the calls instead
+LOWERED_NAMES = ("copy_ub2gm", "copy_gm2ub", "move_to_vec", "copy_l12l0a", "mmad", "sync_notify", "sync_wait",
+                 "set_flag", "wait_flag", "fixpipe")  # fmt: skip
+
+
+def _words(report) -> set:
+    return set(str(report).replace("(", " ").replace(")", " ").replace(",", " ").split())
+
+
+def test_a_pypto_report_speaks_pypto_pro_within_a_core():
+    result = vector_add.add_rows(X, Y, np.zeros_like(X), store_sync=False)
+    text = str(result.report())
+    assert "pl.store at kernels/pypto_vector_add.py:" in text and "pl.add at kernels/pypto_vector_add.py:" in text
+    assert (
+        "Fix: pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=id) after the pl.add "
+        "and pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=id) before the pl.store"
+    ) in text
+    assert not _words(text) & set(LOWERED_NAMES)
+
+
+def test_a_pypto_report_speaks_pypto_pro_across_cores():
+    rng = np.random.default_rng(2)
+    a, b, x = (rng.standard_normal((matmul_add.N, matmul_add.N)).astype(np.float32) for _ in range(3))
+    result = matmul_add.matmul_add(a, b, x, np.zeros_like(a), wait_matmul=False)
+    assert int(result.verdict) == Verdict.RACE
+    text = str(result.report())
+    assert (
+        "Fix: pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=id) on AIC after the pl.move and "
+        "pl.system.wait_cross_core(pipe=pl.PipeType.V, event_id=id) on AIV0 before the pl.add"
+    ) in text
+    assert "set by pl.system.set_cross_core at kernels/pypto_matmul_add.py:" in text
+    assert not _words(text) & set(LOWERED_NAMES)
 
 
 def test_a_launch_splits_tiles_by_a_traced_loop_start():

@@ -78,7 +78,7 @@ class Recorder:
 
     def _issue(self, instr: isa.Instruction, core: int, args: tuple, kwargs: dict) -> None:
         a = instr.arguments(args, kwargs)
-        site = f"{instr.name} at {sites.issue_location()}"
+        site = f"{sites.spelling(instr.name)} at {sites.issue_location()}"
         b = self.builder
         with b.on(core):
             if instr.sync in (Sync.SET_FLAG, Sync.WAIT_FLAG):

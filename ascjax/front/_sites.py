@@ -7,6 +7,8 @@ unused input's warning; ``locate`` appends the kernel line to a trace-time error
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import sysconfig
@@ -16,6 +18,27 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # as
 #: packages may sit under it, and are not it.
 _STDLIB_DIR = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 _INSTALLED_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib")})
+
+
+#: how the kernel spells the operation being issued (``pl.move`` in a PyPTO-Pro kernel), where a front end says so
+_SPELLING: contextvars.ContextVar = contextvars.ContextVar("spelling", default=None)
+
+
+@contextlib.contextmanager
+def spelled(name: str):
+    """Inside the block, the instructions issued are named ``name`` in sites and reports (the front end's spelling of
+    the call that issues them, not the instruction it lowers to). An outer spelling wins: ``pl.store_tile`` calls
+    ``pl.store`` and reads as ``pl.store_tile``."""
+    token = _SPELLING.set(_SPELLING.get() or name)
+    try:
+        yield
+    finally:
+        _SPELLING.reset(token)
+
+
+def spelling(default: str) -> str:
+    """The front end's spelling of the operation being issued, else ``default`` (the instruction's name)."""
+    return _SPELLING.get() or default
 
 
 def short_path(path: str) -> str:

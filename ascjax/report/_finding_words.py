@@ -61,6 +61,33 @@ def phases_first(text: str) -> str:
     return _MODE_THEN_PHASE.sub(r"phase=\2 (\1)", text)
 
 
+#: how a PyPTO-Pro kernel's calls begin (``ascjax.pypto_pro`` spells its sites so)
+PYPTO_PREFIX = "pl."
+
+
+def _cross_call(verb: str, pypto: bool) -> str:
+    """``set_cross_core`` / ``wait_cross_core``, as the kernel's front end spells it."""
+    return f"{'pl.system.' if pypto else ''}{verb}_cross_core"
+
+
+def _pipe(pipe, pypto: bool) -> str:
+    return f"pl.PipeType.{pipe}" if pypto else str(pipe)
+
+
+def _flag_calls(src, dst, pypto: bool) -> tuple[str, str]:
+    """The intra-core flag pair ``src -> dst`` with an open id, as the kernel's front end spells it."""
+    if pypto:
+        args = f"set_pipe=pl.PipeType.{src}, wait_pipe=pl.PipeType.{dst}, event_id=id"
+        return f"pl.system.sync_src({args})", f"pl.system.sync_dst({args})"
+    return f"sync_notify({src}, {dst}, id)", f"sync_wait({src}, {dst}, id)"
+
+
+def _flag_pair(src, dst, pypto: bool) -> str:
+    if pypto:
+        return " / ".join(_flag_calls(src, dst, True))
+    return f"sync_notify / sync_wait({src}, {dst})"
+
+
 def _unit_flag_fix(want: int, last_role, last_mode: int) -> str:
     """What to change when a unit-flag wait for ``want`` cannot be met, from who touched the blocks last."""
     if want == 1 and last_role is UnitFlagRole.WRITER and last_mode == 2:
@@ -281,13 +308,19 @@ class _Words:
         lines = [f"RACE ({HAZARD_NAMES[hazard]}) on {self.racy_bytes(inst, other, atom, hazard)}"]
         lines += [f"  first:  {self.where(other)}", f"  second: {self.where(inst)}"]
         if hazard == SMALL_TILE:
-            lines.append("  Fix: put sync_pipe('M') (PipeBarrier<PIPE_M>) between the accumulating mmads.")
+            if self.pypto_spelled(inst):
+                lines.append(f"  Fix: put pl.system.bar_m() between the accumulating {self.spelling(inst)}s.")
+            else:
+                lines.append("  Fix: put sync_pipe('M') (PipeBarrier<PIPE_M>) between the accumulating mmads.")
             return "\n".join(lines)
         roles = {UnitFlagRole(int(self.t.uf_role[i])): i for i in (inst, other)}
         if set(roles) == {UnitFlagRole.WRITER, UnitFlagRole.READER}:  # an mmad and a read of L0C
             lines += self.unit_flag_race(roles[UnitFlagRole.WRITER], roles[UnitFlagRole.READER])
             return "\n".join(lines)
         (first, first_core, first_pipe), (second, second_core, second_pipe) = self.who(other), self.who(inst)
+        pypto = self.pypto_spelled(inst) or self.pypto_spelled(other)
+        if pypto:  # the kernel's own calls, in PyPTO-Pro's words
+            first, second = self.spelling(other), self.spelling(inst)
         mismatch = self.slot_mismatch(inst, other) if first_core != second_core else None
         late = self.set_on_another_pipe(inst, other) if first_core != second_core and mismatch is None else None
         if late is not None:  # seed 002: a cross-core set goes on the pipe of the producer's last write
@@ -297,8 +330,9 @@ class _Words:
                 f"  the {self.where(event)} follows the {first} in {first_core}'s program, and the {second}'s core "
                 f"waits for it at {self.location(wait)}, but it is set on "
                 f"{set_pipe}, which does not wait for {first_pipe}: the signal can leave before the {first}'s data has.",
-                f"  Fix: set_cross_core(pipe={first_pipe}, event_id={eid}), on the pipe of the {first} (the last "
-                f"write), or sync_notify / sync_wait({first_pipe}, {set_pipe}) before the set.",
+                f"  Fix: {_cross_call('set', pypto)}(pipe={_pipe(first_pipe, pypto)}, event_id={eid}), on the pipe of "
+                f"the {first} "
+                f"(the last write), or {_flag_pair(first_pipe, set_pipe, pypto)} before the set.",
             ]
             return "\n".join(lines)
         lines.append("  nothing orders them: no flag, unit-flag handshake, barrier or cross-core event leads from the "
@@ -307,14 +341,14 @@ class _Words:
             lines += self.slot_words(mismatch)
         elif first_core != second_core:
             lines.append(
-                f"  Fix: set_cross_core(pipe={first_pipe}, event_id=id) on {first_core} after the {first} and "
-                f"wait_cross_core(pipe={second_pipe}, event_id=id) on {second_core} before the {second}."
+                f"  Fix: {_cross_call('set', pypto)}(pipe={_pipe(first_pipe, pypto)}, event_id=id) on {first_core} after "
+                f"the {first} and {_cross_call('wait', pypto)}(pipe={_pipe(second_pipe, pypto)}, event_id=id) on "
+                f"{second_core} before the "
+                f"{second}."
             )
         elif first_pipe != second_pipe:
-            lines.append(
-                f"  Fix: sync_notify({first_pipe}, {second_pipe}, id) after the {first} and sync_wait({first_pipe}, "
-                f"{second_pipe}, id) before the {second}."
-            )
+            notify, wait = _flag_calls(first_pipe, second_pipe, pypto)
+            lines.append(f"  Fix: {notify} after the {first} and {wait} before the {second}.")
         return "\n".join(lines)
 
     def set_on_another_pipe(self, inst: int, other: int) -> tuple[int, int] | None:
@@ -389,6 +423,10 @@ class _Words:
     def location(self, inst: int) -> str:
         """The instruction's kernel line (``kernels/x.py:55 via :134``), without its name."""
         return self.t.entries[int(self.t.entry[inst])][1].partition(" at ")[2]
+
+    def pypto_spelled(self, inst: int) -> bool:
+        """The instruction was issued by a PyPTO-Pro kernel's call (``pl.move at ...``): its words are PyPTO-Pro's."""
+        return self.spelling(inst).startswith(PYPTO_PREFIX)
 
     def pl_spelled(self, inst: int) -> bool:
         """The kernel gave this instruction a PyPTO-Pro phase (``matmul(..., phase=AccPhase.Partial)``), not a

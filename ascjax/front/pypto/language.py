@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import builtins
 import contextvars
+import functools
 import types
 
 from .. import pl as _pl
 from .._program import current
+from .._sites import spelled
 from ._runtime import TILE_NAME, RangeSpec, Section
 from ._source import UnsupportedConstruct
 from ._types import DATA_TYPES, GmTensor, TensorLayout, TileType, dtype_name
@@ -211,11 +213,33 @@ def _mutex(**_):
     )
 
 
-system = types.SimpleNamespace(**vars(_pl.system), mutex_lock=_mutex, mutex_unlock=_mutex)
+def _spelled(name: str, op):
+    """``op``, whose instructions read as ``name`` in sites and reports (``pl.move``, not ``copy_l12l0a``)."""
+
+    @functools.wraps(op)
+    def spelled_op(*args, **kwargs):
+        with spelled(name):
+            return op(*args, **kwargs)
+
+    return spelled_op
+
+
+#: the operations that issue instructions, spelled as the kernel calls them
+_OPERATIONS = (
+    "load", "load_tile", "store", "store_tile", "move", "insert", "matmul", "matmul_acc", "matmul_mx",
+    "matmul_mx_acc", "add", "sub", "mul", "div", "maximum", "minimum", "sum", "abs", "exp", "log", "sqrt", "relu",
+    "expand_add", "expand_sub", "expand_mul", "expand_div", "cast", "fill",
+)  # fmt: skip
+globals().update({name: _spelled(f"pl.{name}", globals()[name]) for name in _OPERATIONS})
+system = types.SimpleNamespace(
+    **{name: _spelled(f"pl.system.{name}", op) for name, op in vars(_pl.system).items()},
+    mutex_lock=_mutex,
+    mutex_unlock=_mutex,
+)
 """``pl.system``: ``sync_src`` / ``sync_dst``, ``set_cross_core`` / ``wait_cross_core``, the barriers."""
 
 #: what this surface has (``__getattr__`` refuses the rest of PyPTO-Pro by name)
-_INTERNAL = {"annotations", "builtins", "contextvars", "types", "current", "GmTensor", "DATA_TYPES", "TILE_NAME",
+_INTERNAL = {"annotations", "builtins", "contextvars", "functools", "types", "current", "spelled", "GmTensor", "DATA_TYPES", "TILE_NAME",
              "AUTO_MUTEX", "GM_WRITES", "RangeSpec", "Section", "UnsupportedConstruct", "dtype_name"}  # fmt: skip
 SURFACE = sorted(name for name in list(globals()) if not name.startswith("_") and name not in _INTERNAL)
 
