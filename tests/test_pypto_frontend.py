@@ -180,12 +180,10 @@ def _with_simt(x: pl.Tensor[[16, 64], pl.DT_FP32]):
         pl.simt_launch(x)
 
 
-@pl.jit()
-def _auto_mutex(x: pl.Tensor[[16, 64], pl.DT_FP32]):
-    tile_type = pl.TileType(shape=[16, 64], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec)
-    group = pl.make_tile_group(type=tile_type, addrs=0x0, mutex_ids=[0, 1])
+@pl.jit(auto_mutex=False)
+def _mutex_mode(x: pl.Tensor[[16, 64], pl.DT_FP32]):
     with pl.section_vector():
-        pl.load(group.next(), x, [0, 0])
+        pl.system.mutex_lock(pipe=pl.PipeType.MTE2, mutex_id=0, mode=1)
 
 
 @pytest.mark.parametrize(
@@ -193,7 +191,7 @@ def _auto_mutex(x: pl.Tensor[[16, 64], pl.DT_FP32]):
     [
         (_with_while, ["a 'while' loop", "test_pypto_frontend.py:"]),
         (_with_simt, ["pl.simt_launch is not supported"]),
-        (_auto_mutex, ["rule 'auto_mutex'", "mutex_ids [0, 1]", "auto_mutex=False"]),
+        (_mutex_mode, ["rule 'mutex'", "mutex_lock(mode=1) is not modelled"]),
     ],
 )
 def test_what_the_front_end_does_not_run_is_refused_by_name(kernel, words):

@@ -49,12 +49,14 @@ def run_cycles(record: Record, result, costs):
     sync = jnp.asarray(t.sync)
     uf_role = jnp.asarray(t.uf_role)
     latency = jnp.select(
-        [sync == Sync.WAIT_FLAG, sync == Sync.CROSS_WAIT, uf_role != UnitFlagRole.NONE],
+        [(sync == Sync.WAIT_FLAG) | (sync == Sync.MUTEX_LOCK), sync == Sync.CROSS_WAIT, uf_role != UnitFlagRole.NONE],
         [_whole(costs.flag_latency_cycles), _whole(costs.cross_core_latency_cycles),
          _whole(costs.unit_flag_latency_cycles)],
         0.0,
     )  # fmt: skip
-    lands = (sync == Sync.SET_FLAG) | (sync == Sync.CROSS_SET) | (sync == Sync.PIPE_BARRIER)
+    lands = (
+        (sync == Sync.SET_FLAG) | (sync == Sync.CROSS_SET) | (sync == Sync.PIPE_BARRIER) | (sync == Sync.MUTEX_UNLOCK)
+    )
     queue = jnp.asarray(t.queue)
     n_queues = int(t.queues.shape[0])
     order = jnp.argsort(jnp.where(ran, start, BIG), stable=True)

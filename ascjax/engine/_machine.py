@@ -32,7 +32,7 @@ from jaxtyping import Array, Bool, Int
 from ..core import AIV0, Finding
 from . import _onehot as hot
 from ._options import SyncLatency
-from ._record import UF_KEEP, UF_UPDATE, Sync, UnitFlagRole
+from ._record import N_MUTEX_IDS, UF_KEEP, UF_UPDATE, Sync, UnitFlagRole
 from ._tables import NEVER, Static
 
 #: Event kinds.
@@ -80,6 +80,12 @@ class Machine(eqx.Module):
     uf_t: Int[Array, " U"]
     uf_clock: Int[Array, "U Q"]
     uf_inst: Int[Array, " U"]
+    # mutexes per flag slot of theirs (empty without one): lock groups released, and the last unlock's time, clock
+    # and instance (the groups on one id unlock in issue order, so the last one's clock holds the others')
+    mutex_free: Int[Array, " X"]
+    mutex_t: Int[Array, " X"]
+    mutex_clock: Int[Array, "X Q"]
+    mutex_inst: Int[Array, " X"]
     stuck: Bool[Array, ""]  # no event is possible and instructions remain
     done: Bool[Array, ""]  # every queue has drained
 
@@ -121,6 +127,7 @@ class Col(enum.IntEnum):
     UF_RUN = 23
     HEAD = 24  # cycles of CYCLES an mmad saves when it streams: it starts as the previous one on its pipe ends
     FLIGHT = 25  # cycles of CYCLES a DMA request is in flight after it leaves its pipe (its GM latency)
+    TICKET = 26  # a mutex lock: the enabled lock groups before it on its slot (it waits until that many unlocked)
 
 
 N_COLS = len(Col) + 3  # ALT spans four columns
@@ -153,7 +160,9 @@ def plan(st: Static, op: dict) -> Plan:
     eid, ok = ids_ok(st, op, jnp.arange(st.n_instances))
     mode = op["uf_mode"]
     uf_on = (st.uf_role != UnitFlagRole.NONE) & ((mode == UF_KEEP) | (mode == UF_UPDATE)) & op["uf_ok"]
-    slot = jnp.clip(st.flag_base + st.flag_scale * jnp.clip(eid, 0, st.n_flag_ids - 1), 0, st.n_flags - 1)
+    is_mutex = (st.sync == Sync.MUTEX_LOCK) | (st.sync == Sync.MUTEX_UNLOCK)
+    n_ids = jnp.where(is_mutex, N_MUTEX_IDS, st.n_flag_ids)
+    slot = jnp.clip(st.flag_base + st.flag_scale * jnp.clip(eid, 0, n_ids - 1), 0, st.n_flags - 1)
     counter = jnp.clip(st.cross_base + st.cross_scale * jnp.clip(eid, 0, st.n_cross_ids - 1), 0, st.n_counters - 1)
     cols = {
         Col.SYNC: st.sync, Col.CORE: st.core, Col.PIDX: st.pidx, Col.READER: st.uf_role == UnitFlagRole.READER,
@@ -163,6 +172,7 @@ def plan(st: Static, op: dict) -> Plan:
         Col.CYCLES: jnp.maximum(op["cycles"], 0), Col.UF_PERIOD: st.uf_stride[:, 0], Col.UF_RUN: st.uf_stride[:, 1],
         Col.HEAD: jnp.clip(op["head_cycles"], 0, jnp.maximum(op["cycles"] - 1, 0)),
         Col.FLIGHT: op["flight_cycles"],  # the record keeps it within the cycles
+        Col.TICKET: _tickets(st, op, slot, ok) if st.has_mutex else jnp.zeros_like(st.sync),
     }  # fmt: skip
     cols.update({Col.ALT + j: st.channel_alt[:, j] for j in range(4)})
     table = jnp.stack([jnp.asarray(cols[c], jnp.int32) for c in range(N_COLS)], axis=1)
@@ -170,11 +180,21 @@ def plan(st: Static, op: dict) -> Plan:
     return Plan(qlist, qlen, fence_pidx, table, _uf_mask(st, table))
 
 
+def _tickets(st: Static, op: dict, slot, ok):
+    """Per mutex lock, how many enabled lock groups come before it on its slot: the scalar unit issues them in program
+    order (instances are in program order per core, and a slot belongs to one core)."""
+    lock = (st.sync == Sync.MUTEX_LOCK) & op["enable"] & ok
+    on_slot = lock[:, None] & (slot[:, None] == jnp.arange(st.n_flags)[None, :])  # [N, F]
+    before = jnp.cumsum(on_slot, axis=0) - on_slot
+    return jnp.sum(jnp.where(on_slot, before, 0), axis=1)
+
+
 def init_machine(st: Static) -> Machine:
     """The machine before the kernel: every flag, counter and unit flag 0."""
     q, f = st.n_queues, st.n_flags
     c, e, d = st.channel_valid.shape[0], st.n_counters, st.depth
     u = st.uf_valid.shape[0]
+    x = f if st.has_mutex else 0
     zi = lambda *s: jnp.zeros(s, jnp.int32)
     neg = lambda *s: jnp.full(s, -1, jnp.int32)
     return Machine(
@@ -184,6 +204,7 @@ def init_machine(st: Static) -> Machine:
         ring_mode=neg(c, e, d), take_q=neg(c, e), take_epoch=zi(c, e), take_inst=neg(c, e),
         half=jnp.zeros((e, 2), bool), half_clock=zi(e, 2, q), half_inst=neg(e, 2),
         uf=jnp.zeros(u, bool), uf_t=zi(u), uf_clock=zi(u, q), uf_inst=neg(u),
+        mutex_free=zi(x), mutex_t=zi(x), mutex_clock=zi(x, q), mutex_inst=neg(x),
         stuck=jnp.asarray(False), done=jnp.asarray(False),
     )  # fmt: skip
 
@@ -191,7 +212,13 @@ def init_machine(st: Static) -> Machine:
 def ids_ok(st: Static, op, h):
     """The event id of instance ``h`` and whether it names a real flag or counter."""
     eid = op["event_id"][h]
-    return eid, (eid >= 0) & (eid < jnp.where(st.sync[h] <= Sync.WAIT_FLAG, st.n_flag_ids, st.n_cross_ids))
+    sync = st.sync[h]
+    limit = jnp.select(
+        [sync <= Sync.WAIT_FLAG, (sync == Sync.MUTEX_LOCK) | (sync == Sync.MUTEX_UNLOCK)],
+        [st.n_flag_ids, N_MUTEX_IDS],
+        st.n_cross_ids,
+    )
+    return eid, (eid >= 0) & (eid < limit)
 
 
 def _uf_mask(st: Static, row):
@@ -241,6 +268,12 @@ def _runnable(m: Machine, st: Static, pl: Plan, lat: SyncLatency, has, head, row
         uf_ok = ~uf_on | jnp.all(~mask | (m.uf[None, :] == want), axis=1)
         uf_t = jnp.where(uf_on, jnp.max(jnp.where(mask, m.uf_t[None, :], 0), axis=1) + lat.unit_flag_cycles, 0)
 
+    mutex_ok, mutex_t = True, 0
+    if st.has_mutex:  # mutex lock: every lock group issued before it on its id has unlocked
+        slot, ticket = rows[:, Col.SLOT], rows[:, Col.TICKET]
+        mutex_ok = ~ok | (m.mutex_free[slot] >= ticket)
+        mutex_t = jnp.where(ok & (ticket > 0), m.mutex_t[slot] + lat.flag_cycles, 0)
+
     if st.has_barrier:  # PIPE_ALL: every earlier instruction of the core has completed
         q_pidx = jnp.where(has, pidx, NEVER)
         earlier_pending = (st.queue_core[None, :] == core[:, None]) & (
@@ -251,15 +284,15 @@ def _runnable(m: Machine, st: Static, pl: Plan, lat: SyncLatency, has, head, row
 
     # a set or a barrier on a DMA pipe starts once the requests in flight before it have landed (so its signal
     # follows their data); PIPE_ALL once those of every queue of its core have
-    lands = (sync == Sync.SET_FLAG) | (sync == Sync.CROSS_SET) | (sync == Sync.PIPE_BARRIER)
+    lands = (
+        (sync == Sync.SET_FLAG) | (sync == Sync.CROSS_SET) | (sync == Sync.PIPE_BARRIER) | (sync == Sync.MUTEX_UNLOCK)
+    )
     core_drain = jnp.max(jnp.where(st.queue_core[None, :] == core[:, None], m.drain_t[None, :], 0), axis=1)
     drain_t = jnp.select([lands, sync == Sync.BARRIER_ALL], [m.drain_t, core_drain], 0)
 
-    cond = jnp.select(
-        [sync == Sync.WAIT_FLAG, sync == Sync.CROSS_WAIT, sync == Sync.BARRIER_ALL], [wait_flag_ok, cross_ok, barrier_ok],
-        True,
-    ) & uf_ok  # fmt: skip
-    ready_t = jnp.select([sync == Sync.WAIT_FLAG, sync == Sync.CROSS_WAIT], [wait_flag_t, cross_t], 0)
+    waits = [sync == Sync.WAIT_FLAG, sync == Sync.CROSS_WAIT, sync == Sync.MUTEX_LOCK]
+    cond = jnp.select([*waits, sync == Sync.BARRIER_ALL], [wait_flag_ok, cross_ok, mutex_ok, barrier_ok], True) & uf_ok
+    ready_t = jnp.select(waits, [wait_flag_t, cross_t, mutex_t], 0)
     runnable = has & ~m.busy & issued & cond
     return runnable, jnp.maximum(jnp.maximum(m.now, m.free_t), jnp.maximum(jnp.maximum(ready_t, uf_t), drain_t))
 
@@ -293,6 +326,16 @@ def _complete(m: Machine, st: Static, row, uf_mask, q, h, on):
         )
     if st.has_cross:
         m = _cross_set(m, st, row, h, ok & (sync == Sync.CROSS_SET), clock, eid, found)
+    if st.has_mutex:  # mutex unlock: its group is released, in issue order
+        slot = row[Col.SLOT]
+        release = ok & (sync == Sync.MUTEX_UNLOCK)
+        m = dataclasses.replace(
+            m,
+            mutex_free=hot.add(m.mutex_free, (slot,), release.astype(jnp.int32)),
+            mutex_t=hot.put(m.mutex_t, (slot,), m.now, release),
+            mutex_clock=hot.put(m.mutex_clock, (slot,), clock, release),
+            mutex_inst=hot.put(m.mutex_inst, (slot,), h, release),
+        )
 
     if st.has_unit_flags:  # unit flag: mode 3 flips the blocks at completion; the reset clears them all
         reset = on & (sync == Sync.UF_RESET)
@@ -369,6 +412,12 @@ def _start(m: Machine, st: Static, row, uf_mask, q, h, start_t, on):
         acquired = jnp.where(is_wait, jnp.maximum(acquired, m.flag_clock[slot]), acquired)
         source = jnp.where(is_wait, m.flag_inst[slot], -1)
         m = dataclasses.replace(m, flag=hot.put(m.flag, (slot,), False, is_wait))
+
+    if st.has_mutex:  # mutex lock: acquire the clock of the unlock that released the group before it
+        slot = row[Col.SLOT]
+        takes = ok & (sync == Sync.MUTEX_LOCK) & (row[Col.TICKET] > 0)
+        acquired = jnp.where(takes, jnp.maximum(acquired, m.mutex_clock[slot]), acquired)
+        source = jnp.where(takes, m.mutex_inst[slot], source)
 
     if st.has_cross:  # wait_cross_core: one signal from each own channel (FIFO), or a mismatched one from elsewhere
         m, acquired, found, taken = _cross_wait(m, st, row, ok & (sync == Sync.CROSS_WAIT), acquired, q, vc[q, q], h)

@@ -45,6 +45,16 @@ class Sync(enum.IntEnum):
     CROSS_SET = 5  # set_cross_core: +1 on the counters its mode routes to
     CROSS_WAIT = 6  # wait_cross_core: blocks while a needed counter is 0, then takes one signal from each
     UF_RESET = 7  # set_l0c_copy_config(enable_unit_flag=True): every unit flag := 0
+    # a buffer-id mutex (950: ``Mutex::Lock<pipe>(id)``, PyPTO-Pro ``mutex_lock``): lock groups on one id are
+    # granted in the order the scalar unit issues them, each once the group before it has unlocked
+    MUTEX_LOCK = 8  # blocks until every earlier lock group on its (core, id) has unlocked
+    MUTEX_UNLOCK = 9  # releases its group at completion
+
+
+#: Mutex ids per core: 0-27 for the user, 28-31 reserved (facts §3 "Mutex"); PyPTO-Pro takes all 32.
+N_MUTEX_IDS = 32
+#: The pipe pair a mutex's flag-bit slots are filed under (a triple no SetFlag / WaitFlag can have).
+MUTEX_TRIPLE = ("mutex", "mutex")
 
 
 class UnitFlagRole(enum.IntEnum):
@@ -474,6 +484,21 @@ class RecordBuilder:
         triple = (self.core, src, dst)
         self.instruction(name, pipe, site=site, sync=sync, event_id=event_id, flag_triple=triple, enable=enable)
 
+    def mutex_lock(self, pipe, mutex_id, *, site="", enable=True):
+        """``Mutex::Lock<pipe>(mutex_id)`` on the current core: ``pipe`` waits until the lock groups issued before it on
+        ``mutex_id`` have unlocked."""
+        self._mutex(Sync.MUTEX_LOCK, pipe, mutex_id, site, enable)
+
+    def mutex_unlock(self, pipe, mutex_id, *, site="", enable=True):
+        """``Mutex::Unlock<pipe>(mutex_id)``: releases the group its lock opened, once ``pipe``'s work before it is done."""
+        self._mutex(Sync.MUTEX_UNLOCK, pipe, mutex_id, site, enable)
+
+    def _mutex(self, sync, pipe, mutex_id, site, enable):
+        self._check_id(mutex_id, N_MUTEX_IDS, "mutex")
+        name = "mutex_lock" if sync is Sync.MUTEX_LOCK else "mutex_unlock"
+        triple = (self.core, *MUTEX_TRIPLE)
+        self.instruction(name, pipe, site=site, sync=sync, event_id=mutex_id, flag_triple=triple, enable=enable)
+
     def barrier(self, pipe="ALL", *, site=""):
         """``PipeBarrier<pipe>``; ``"ALL"`` is the PIPE_ALL fence (it runs on the issuer, S)."""
         if str(pipe).upper().removeprefix("PIPE_") == "ALL":
@@ -893,7 +918,8 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
 
 def _flag_bits(entries, n_flag_ids: int):
     """The flag bits the record uses and, per entry, (base, scale) of its bit. A (core, src, dst) triple whose
-    ids are all static gets one bit per id it uses; one with a traced id gets a block of every id."""
+    ids are all static gets one bit per id it uses; one with a traced id gets a block of every id (``N_MUTEX_IDS``
+    for a mutex's triple). A mutex's bits are its slots: the machine keeps its grants apart from the flags."""
     by_triple: dict = {}
     for e in entries:
         if e.flag_triple is not None:
@@ -903,7 +929,7 @@ def _flag_bits(entries, n_flag_ids: int):
         ids = by_triple[triple]
         if None in ids:
             base[triple] = len(bits)
-            bits.extend((triple, i) for i in range(n_flag_ids))
+            bits.extend((triple, i) for i in range(N_MUTEX_IDS if triple[1:] == MUTEX_TRIPLE else n_flag_ids))
         else:
             for i in sorted(ids):
                 base[(triple, i)] = len(bits)

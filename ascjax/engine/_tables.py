@@ -133,6 +133,7 @@ class Static(eqx.Module):
     has_cross: bool = eqx.field(static=True)  # cross-core sets and waits
     has_barrier: bool = eqx.field(static=True)  # PIPE_ALL barriers
     has_unit_flags: bool = eqx.field(static=True)  # unit-flag readers, writers or resets
+    has_mutex: bool = eqx.field(static=True)  # mutex locks and unlocks
     cross_windows: bool = eqx.field(static=True)  # a race-check window across cores
     whole_windows: bool = eqx.field(static=True)  # every window's slots hold it whole (``WHOLE_WINDOW_ACCESSES``)
     checked: frozenset = eqx.field(static=True)  # the row groups (``ROW_GROUPS``) with a row to check
@@ -233,7 +234,7 @@ def _build(t: Template, options: ControlOptions, size, shared: bool = False) -> 
     sync = t.sync
     fence = (sync == Sync.BARRIER_ALL) | (pipe_of == int(Pipe.S))
     if options.wait_blocks_issue:
-        fence |= (sync == Sync.WAIT_FLAG) | (sync == Sync.CROSS_WAIT)
+        fence |= (sync == Sync.WAIT_FLAG) | (sync == Sync.CROSS_WAIT) | (sync == Sync.MUTEX_LOCK)
     if options.cross_wait_blocks_core:
         fence |= sync == Sync.CROSS_WAIT
     per_core = [np.flatnonzero((t.core == c) & fence) for c in range(3)]  # instances are in program order per core
@@ -344,10 +345,15 @@ def _features(t: Template, groups: dict, win: dict, shared: bool) -> dict:
         "has_cross": bool(np.isin(sync, (Sync.CROSS_SET, Sync.CROSS_WAIT)).any()),
         "has_barrier": bool((sync == Sync.BARRIER_ALL).any()),
         "has_unit_flags": bool(((t.uf_role != UnitFlagRole.NONE) | (sync == Sync.UF_RESET)).any()),
+        "has_mutex": bool(np.isin(sync, (Sync.MUTEX_LOCK, Sync.MUTEX_UNLOCK)).any()),
         "checked": frozenset(g for g in ROW_GROUPS if np.any(np.asarray(groups[g][0]) >= 0)),
         "cross_windows": bool(np.any(win["split"] < 0)),
     }
-    return {k: (frozenset(ROW_GROUPS) if k == "checked" else True) for k in used} if shared else used
+    if not shared:
+        return used
+    # a size class's program has everything but mutexes: a record with one gets a class of its own, so the records
+    # without (all but PyPTO-Pro's auto_mutex kernels) keep a step without the mutex's work
+    return {k: (frozenset(ROW_GROUPS) if k == "checked" else v if k == "has_mutex" else True) for k, v in used.items()}
 
 
 def _accesses(t: Template, n: int, widths: tuple[int, int] | None = None) -> dict:

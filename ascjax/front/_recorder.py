@@ -84,6 +84,9 @@ class Recorder:
             if instr.sync in (Sync.SET_FLAG, Sync.WAIT_FLAG):
                 flag = b.set_flag if instr.sync is Sync.SET_FLAG else b.wait_flag
                 flag(a["src"], a["dst"], a["event_id"], site=site)
+            elif instr.sync in (Sync.MUTEX_LOCK, Sync.MUTEX_UNLOCK):
+                mutex = b.mutex_lock if instr.sync is Sync.MUTEX_LOCK else b.mutex_unlock
+                mutex(a["pipe"], a["mutex_id"], site=site)
             elif instr.sync is Sync.PIPE_BARRIER:
                 b.barrier(a["pipe"], site=site)
             elif instr.sync in (Sync.CROSS_SET, Sync.CROSS_WAIT):

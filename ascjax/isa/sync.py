@@ -1,4 +1,5 @@
-"""Intra-core synchronisation: SetFlag / WaitFlag between two pipes of one core, and PipeBarrier."""
+"""Intra-core synchronisation: SetFlag / WaitFlag between two pipes of one core, PipeBarrier, and the buffer-id
+mutex (950)."""
 
 from __future__ import annotations
 
@@ -18,4 +19,10 @@ INSTRUCTIONS = (
     (Instruction("sync_pipe", ops.sync_pipe, InstrKind.BARRIER, CoreKind.ANY, None,
                  "PipeBarrier<PIPE_X> (in order on its pipe; on M it closes a small-tile chain), or PIPE_ALL: a "
                  "fence for every pipe of the core", sync=Sync.PIPE_BARRIER), ()),
+    (Instruction("mutex_lock", ops.mutex_lock, InstrKind.FLAG, CoreKind.ANY, None,
+                 "Mutex::Lock<pipe>(mutex_id): pipe waits until the lock groups issued before it on the id have "
+                 "unlocked", sync=Sync.MUTEX_LOCK, cost=_FLAG_COST), ()),
+    (Instruction("mutex_unlock", ops.mutex_unlock, InstrKind.FLAG, CoreKind.ANY, None,
+                 "Mutex::Unlock<pipe>(mutex_id): releases the group its lock opened", sync=Sync.MUTEX_UNLOCK,
+                 cost=_FLAG_COST), ()),
 )  # fmt: skip

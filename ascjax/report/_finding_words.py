@@ -545,6 +545,8 @@ class _Words:
                 return f"waits for {self.flag(bit)}, which {self.where(later)} would deliver, but that set never ran{behind}"
         if sync is Sync.CROSS_WAIT:
             return self.cross_wait(inst)
+        if sync is Sync.MUTEX_LOCK:
+            return self.mutex_wait(inst)
         if sync is Sync.BARRIER_ALL:
             return "(PIPE_ALL) waits for the core's earlier instructions"
         role = UnitFlagRole(int(t.uf_role[inst]))
@@ -557,6 +559,48 @@ class _Words:
                 f"every pipe of {CORE_NAMES[t.core[inst]]}"
             )
         return "waits behind an earlier instruction of its pipe or a fence of its core"
+
+    def mutex_wait(self, inst: int) -> str:
+        """A mutex lock that never got its turn: the group before it on its id, and why that one never unlocked."""
+        t = self.t
+        bit, core = self.flag_bit(inst), int(t.core[inst])
+        what = f"mutex {int(self.ops['event_id'][inst])} of {CORE_NAMES[core]}"
+
+        def on_id(kind):
+            same = (t.sync == kind) & (t.core == core) & self.enable & (t.flag_base >= 0)
+            return sorted(
+                (int(i) for i in np.flatnonzero(same) if self.flag_bit(int(i)) == bit), key=lambda i: t.pidx[i]
+            )
+
+        before = [i for i in on_id(Sync.MUTEX_LOCK) if t.pidx[i] < t.pidx[inst]]
+        if not before:
+            return f"waits for {what}, which no earlier lock holds"
+        holder = before[-1]
+        unlock, depth = None, 0  # a group is locked and unlocked on one pipe; groups after it on the pipe nest
+        pipe_events = sorted(
+            (i for i in on_id(Sync.MUTEX_LOCK) + on_id(Sync.MUTEX_UNLOCK)
+             if t.pidx[i] > t.pidx[holder] and t.queue[i] == t.queue[holder]),
+            key=lambda i: t.pidx[i],
+        )  # fmt: skip
+        for i in pipe_events:
+            if t.sync[i] == Sync.MUTEX_LOCK:
+                depth += 1
+            elif depth:
+                depth -= 1
+            else:
+                unlock = i
+                break
+        if unlock is None:
+            return (
+                f"waits for {what}: the lock group before it, {self.where(holder)}, is never unlocked. Fix: unlock "
+                "the mutex on the same pipe after the access it guards"
+            )
+        head = self.stuck_head(unlock)
+        behind = f": it is queued behind {self.where(head)}" if head not in (None, unlock) else ""
+        return (
+            f"waits for {what}: the lock group before it, {self.where(holder)}, is released by "
+            f"{self.where(unlock)}, which never ran{behind}"
+        )
 
     def flag_bit(self, inst: int) -> int:
         """The flag bit a flag instruction names (its traced event id applied)."""

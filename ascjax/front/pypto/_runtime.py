@@ -86,11 +86,13 @@ class Runtime:
                 "or 'with pl.section_vector():'"
             )
         k = current()
-        snapshot = Env(env)  # the names as the section sees them where it is written (it may run later)
+        # the names, and the trace's settings (auto_mutex, ...), as the section sees them where it is written: it
+        # may run later, after the kernel's body has returned
+        snapshot, settings = Env(env), contextvars.copy_context()
         if ctx.core == "cube":
-            k.section_cube(lambda: body(Env(snapshot)))
+            k.section_cube(lambda: settings.copy().run(body, Env(snapshot)))
         else:
-            k.section_vector(lambda sub: body(Env(snapshot)))
+            k.section_vector(lambda sub: settings.copy().run(body, Env(snapshot)))
 
     # -- loops -------------------------------------------------------------------------
     def _carry(self, env: Env, slots: tuple, exclude: set, line: int) -> list:

@@ -17,6 +17,7 @@ import types
 from .. import pl as _pl
 from .._program import current
 from .._sites import spelled
+from . import _auto_mutex as auto_mutex
 from ._runtime import TILE_NAME, RangeSpec, Section
 from ._source import UnsupportedConstruct
 from ._types import DATA_TYPES, GmTensor, TensorLayout, TileType, dtype_name
@@ -38,6 +39,8 @@ globals().update(DATA_TYPES)  # pl.DT_FP16, ...
 
 #: the kernel's ``pl.jit(auto_mutex=...)`` during a trace
 AUTO_MUTEX: contextvars.ContextVar = contextvars.ContextVar("auto_mutex", default=False)
+#: inside an operation's call (the operations it calls in turn are part of it)
+_INSIDE: contextvars.ContextVar = contextvars.ContextVar("inside_operation", default=False)
 #: the GM tensors a trace stores to (the jit learns its outputs from them)
 GM_WRITES: contextvars.ContextVar = contextvars.ContextVar("gm_writes", default=None)
 
@@ -131,17 +134,15 @@ def make_tile_group(*, type, addrs, mutex_ids=None, depth=None, fwd_ids=None, bw
     tile_type = _check_type(type, "make_tile_group")
     if fwd_ids is not None or bwd_ids is not None:
         raise UnsupportedConstruct("rule 'pipeline': fwd_ids / bwd_ids (pl.jit(pipeline=...)) are not modelled")
-    if mutex_ids and AUTO_MUTEX.get():
-        raise UnsupportedConstruct(
-            f"rule 'auto_mutex': the locks auto_mutex inserts around the accesses of a tile group with mutex_ids "
-            f"{list(mutex_ids)} are not modelled yet, so this kernel's sync cannot be checked: write the sync by hand "
-            "and pass @pl.jit(auto_mutex=False)"
-        )
+    if mutex_ids is not None and depth is not None and len(mutex_ids) != depth:
+        raise ValueError(f"rule 'mutex ids': a depth-{depth} tile group takes {depth} mutex_ids, got {list(mutex_ids)}")
     addr_list = list(addrs) if isinstance(addrs, (list, tuple)) else [addrs]
     depth = depth or (len(mutex_ids) if mutex_ids else None) or len(addr_list)
     k = current()
     group = k.tile_group(tile_type.buffer, tile_type.shape, dtype_name(tile_type.dtype), depth, fmt=tile_type.format,
                          addr=addr_list[0], name=_tile_name(k))  # fmt: skip
+    if mutex_ids:
+        auto_mutex.register(group.group.name, mutex_ids)
     stride = group.group.stride_bytes
     if len(addr_list) > 1 and addr_list != [addr_list[0] + i * stride for i in builtins.range(len(addr_list))]:
         raise UnsupportedConstruct(
@@ -206,16 +207,40 @@ cast, fill = _pl.cast, _pl.fill
 
 
 # -- synchronisation --------------------------------------------------------------------
-def _mutex(**_):
-    raise UnsupportedConstruct(
-        "rule 'mutex': pl.system.mutex_lock / mutex_unlock (buffer-id locks) are not modelled yet: order the pipes "
-        "with pl.system.sync_src / sync_dst"
-    )
+def _mutex_call(verb: str):
+    def call(*, pipe, mutex_id, mode=0, max_mutex_id=2, mutex_ids=None):
+        if mode != 0:
+            raise UnsupportedConstruct(f"rule 'mutex': pl.system.mutex_{verb}(mode={mode}) is not modelled (mode 0 is)")
+        getattr(current(), f"mutex_{verb}")(pipe, mutex_id)
+
+    call.__name__ = f"mutex_{verb}"
+    call.__doc__ = f"``pl.system.mutex_{verb}(pipe=, mutex_id=)``: the buffer-id mutex by hand (auto_mutex=False)."
+    return call
+
+
+def _operation(name: str, op):
+    """``op``, whose instructions read as ``pl.<name>`` in sites and reports (``pl.move``, not ``copy_l12l0a``),
+    with the locks auto_mutex inserts around it when the kernel asks for them."""
+
+    @functools.wraps(op)
+    def operation(*args, **kwargs):
+        if _INSIDE.get():  # an operation another one calls (pl.store_tile's pl.store): the outer one is the call
+            return op(*args, **kwargs)
+
+        def run():
+            token = _INSIDE.set(True)
+            try:
+                with spelled(f"pl.{name}"):
+                    return op(*args, **kwargs)
+            finally:
+                _INSIDE.reset(token)
+
+        return auto_mutex.guarded(name, args, kwargs, run) if AUTO_MUTEX.get() else run()
+
+    return operation
 
 
 def _spelled(name: str, op):
-    """``op``, whose instructions read as ``name`` in sites and reports (``pl.move``, not ``copy_l12l0a``)."""
-
     @functools.wraps(op)
     def spelled_op(*args, **kwargs):
         with spelled(name):
@@ -224,23 +249,23 @@ def _spelled(name: str, op):
     return spelled_op
 
 
-#: the operations that issue instructions, spelled as the kernel calls them
+#: the operations that issue instructions on tiles
 _OPERATIONS = (
     "load", "load_tile", "store", "store_tile", "move", "insert", "matmul", "matmul_acc", "matmul_mx",
     "matmul_mx_acc", "add", "sub", "mul", "div", "maximum", "minimum", "sum", "abs", "exp", "log", "sqrt", "relu",
     "expand_add", "expand_sub", "expand_mul", "expand_div", "cast", "fill",
 )  # fmt: skip
-globals().update({name: _spelled(f"pl.{name}", globals()[name]) for name in _OPERATIONS})
+globals().update({name: _operation(name, globals()[name]) for name in _OPERATIONS})
 system = types.SimpleNamespace(
     **{name: _spelled(f"pl.system.{name}", op) for name, op in vars(_pl.system).items()},
-    mutex_lock=_mutex,
-    mutex_unlock=_mutex,
+    mutex_lock=_spelled("pl.system.mutex_lock", _mutex_call("lock")),
+    mutex_unlock=_spelled("pl.system.mutex_unlock", _mutex_call("unlock")),
 )
 """``pl.system``: ``sync_src`` / ``sync_dst``, ``set_cross_core`` / ``wait_cross_core``, the barriers."""
 
 #: what this surface has (``__getattr__`` refuses the rest of PyPTO-Pro by name)
 _INTERNAL = {"annotations", "builtins", "contextvars", "functools", "types", "current", "spelled", "GmTensor", "DATA_TYPES", "TILE_NAME",
-             "AUTO_MUTEX", "GM_WRITES", "RangeSpec", "Section", "UnsupportedConstruct", "dtype_name"}  # fmt: skip
+             "AUTO_MUTEX", "GM_WRITES", "auto_mutex", "RangeSpec", "Section", "UnsupportedConstruct", "dtype_name"}  # fmt: skip
 SURFACE = sorted(name for name in list(globals()) if not name.startswith("_") and name not in _INTERNAL)
 
 

@@ -14,7 +14,7 @@ from .fixpipe import (
 from .mmad_mx import copy_l12scale, copy_l12scale_faults, matmul_mx, matmul_mx_acc, mmad_mx
 from .move import copy_gm2l1, copy_gm2l1_nd2nz, copy_l12bt, copy_l12l0a, copy_l12l0b, offset_faults
 from .pypto import matmul, matmul_acc, move_to_vec, store
-from .sync import sync_notify, sync_pipe, sync_wait
+from .sync import mutex_lock, mutex_unlock, sync_notify, sync_pipe, sync_wait
 from .ub_move import AccToVecMode, copy_gm2ub, copy_l0c2ub, copy_ub2gm, copy_ub2l1, split
 from .unit_flag import AccPhase, STPhase, UnitFlagMode
 from .vector import RoundMode, binary, cast, copy, expand, fill, reduce_cols, reduce_rows, round_cast, unary
@@ -65,6 +65,8 @@ __all__ = [
     "set_l0c_copy_config",
     "set_mmad_direction",
     "store",
+    "mutex_lock",
+    "mutex_unlock",
     "sync_notify",
     "sync_pipe",
     "sync_wait",

@@ -1,4 +1,5 @@
-"""Intra-core software sync: ``sync_notify`` / ``sync_wait`` (SetFlag / WaitFlag) and ``sync_pipe`` barriers.
+"""Intra-core software sync: ``sync_notify`` / ``sync_wait`` (SetFlag / WaitFlag), ``sync_pipe`` barriers and the
+buffer-id mutex ``mutex_lock`` / ``mutex_unlock`` (950).
 
 A flag is one bit per (source pipe, destination pipe, event id). Notify sets it without
 blocking (setting a bit that is already 1 is undefined on hardware: a finding); wait
@@ -9,7 +10,8 @@ static rules (a legal pipe pair, a static event id in range, a barrier's pipe) a
 
 from __future__ import annotations
 
-from ...core import AIC, AIC_FLAG_PAIRS, AIV_FLAG_PAIRS, CORE_NAMES, Pipe
+from ...core import AIC, AIC_FLAG_PAIRS, AIV_FLAG_PAIRS, CORE_NAMES, Pipe, core_pipes
+from ...engine._record import N_MUTEX_IDS
 from ...engine._state import State
 from ._machine import core_of, event_id_int
 from .move import _need
@@ -57,4 +59,31 @@ def sync_pipe(state: State, pipe, *, sub: int | None = None) -> State:
     if str(pipe).upper().removeprefix("PIPE_") != "ALL":
         pipe = Pipe.parse(pipe)
         _need(pipe is not Pipe.S, "rule 'barrier pipe': PipeBarrier orders one pipe or PIPE_ALL, not PIPE_S")
+    return state
+
+
+def _mutex(state: State, pipe, mutex_id, what: str, core: int) -> None:
+    """The static rules of a mutex lock or unlock: a pipe of ``core``, a static id in range."""
+    pipe = Pipe.parse(pipe)
+    pipes = core_pipes(core)
+    _need(
+        pipe in pipes and pipe is not Pipe.S,
+        f"rule 'mutex pipe': {what}(pipe={pipe}) runs on a pipe of the {CORE_NAMES[core][:3]}: one of "
+        + ", ".join(str(p) for p in pipes if p is not Pipe.S),
+    )
+    mid = event_id_int(mutex_id, f"{what}(pipe={pipe})")
+    if mid is not None:
+        _need(0 <= mid < N_MUTEX_IDS, f"rule 'mutex id': mutex_id {mid} is outside [0, {N_MUTEX_IDS})")
+
+
+def mutex_lock(state: State, pipe, mutex_id, *, sub: int | None = None) -> State:
+    """``Mutex::Lock<pipe>(id)``: ``pipe`` waits until every lock group issued before it on ``mutex_id`` has unlocked
+    (a group on the same pipe has, in pipe order)."""
+    _mutex(state, pipe, mutex_id, "mutex_lock", core_of(sub))
+    return state
+
+
+def mutex_unlock(state: State, pipe, mutex_id, *, sub: int | None = None) -> State:
+    """``Mutex::Unlock<pipe>(id)``: ends the group the lock on ``pipe`` opened, once ``pipe``'s work before it is done."""
+    _mutex(state, pipe, mutex_id, "mutex_unlock", core_of(sub))
     return state
