@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pypto_matmul_add as matmul_add
+import pypto_matmul_chain as matmul_chain
 import pypto_vector_add as vector_add
 import pytest
 
@@ -123,6 +124,50 @@ def test_a_pypto_report_speaks_pypto_pro_across_cores():
     ) in text
     assert "set by pl.system.set_cross_core at kernels/pypto_matmul_add.py:" in text
     assert not _words(text) & set(LOWERED_NAMES)
+
+
+def test_a_sum_relaid_out_as_nz_in_ub_feeds_the_next_matmul_through_l1():
+    rng = np.random.default_rng(3)
+    a, b, c, x = (rng.standard_normal((matmul_chain.N, matmul_chain.N)).astype(np.float32) for _ in range(4))
+    out = np.zeros_like(a)
+    result = matmul_chain.matmul_chain(a, b, c, x, out)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(out, (a @ b + x) @ c, rtol=1e-4, atol=1e-3)
+
+
+@pl.jit(auto_mutex=False)
+def _round_trip(x: pl.Tensor[[20, 24], pl.DT_FP16], out: pl.Tensor[[20, 24], pl.DT_FP16], compute_on_nz=False):
+    """x through a Vec tile in NZ (padded to whole 16 x 16 fractals) and back to ND."""
+    nd_type = pl.TileType(shape=[20, 24], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Vec)
+    nz_type = pl.TileType(shape=[20, 24], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Vec, layout=pl.NZ)
+    with pl.section_vector():
+        nd = pl.make_tile(nd_type, addr=0x0)
+        nz = pl.make_tile(nz_type, addr=0x1000)
+        back = pl.make_tile(nd_type, addr=0x2000)
+        pl.load(nd, x, [0, 0])
+        pl.system.sync_src(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+        pl.system.sync_dst(set_pipe=pl.PipeType.MTE2, wait_pipe=pl.PipeType.V, event_id=0)
+        pl.move(nz, nd)
+        if compute_on_nz:
+            pl.add(nz, nz, nz)
+        pl.move(back, nz)
+        pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
+        pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
+        if pl.get_subblock_idx() == 0:
+            pl.store(out, back, [0, 0])
+
+
+def test_a_vec_tile_relaid_out_as_nz_and_back_keeps_every_element():
+    x = RNG.standard_normal((20, 24)).astype(np.float16)
+    out = np.zeros_like(x)
+    result = _round_trip(x, out)
+    assert result.ok, result.report()
+    np.testing.assert_array_equal(out, x)
+
+
+def test_vector_compute_on_an_nz_vec_tile_is_refused_naming_the_layout():
+    with pytest.raises(ValueError, match=r"rule 'UB layout': vector compute reads and writes ND tiles, and out "):
+        _round_trip(np.zeros((20, 24), np.float16), np.zeros((20, 24), np.float16), compute_on_nz=True)
 
 
 def test_a_launch_splits_tiles_by_a_traced_loop_start():

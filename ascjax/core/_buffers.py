@@ -74,7 +74,7 @@ BUFFERS: MappingProxyType = MappingProxyType(
             # UB 192 KB (2201) / 256 KB (3510), 32 B aligned [facts §5]; per AIV. MTE2 loads, FIX delivers
             # L0C -> UB, V computes, MTE3 stores.
             _row(
-                Buffer.UB, {ARCH_2201: 192 * KIB, ARCH_3510: 256 * KIB}, 32, (Format.ND,),
+                Buffer.UB, {ARCH_2201: 192 * KIB, ARCH_3510: 256 * KIB}, 32, (Format.ND, Format.NZ),
                 (Pipe.MTE2, Pipe.FIX, Pipe.V, Pipe.S), (Pipe.V, Pipe.MTE3, Pipe.S),
             ),
             # MX scale domains beside L0A / L0B (950 only): 64 KB >> 4 each, 32 B aligned [facts §4 "Spaces", §5].

@@ -265,14 +265,18 @@ system = types.SimpleNamespace(
 
 #: what this surface has (``__getattr__`` refuses the rest of PyPTO-Pro by name)
 _INTERNAL = {"annotations", "builtins", "contextvars", "functools", "types", "current", "spelled", "GmTensor", "DATA_TYPES", "TILE_NAME",
-             "AUTO_MUTEX", "GM_WRITES", "auto_mutex", "RangeSpec", "Section", "UnsupportedConstruct", "dtype_name"}  # fmt: skip
+             "AUTO_MUTEX", "GM_WRITES", "auto_mutex", "RangeSpec", "Section", "UnsupportedConstruct", "UnsupportedName", "dtype_name"}  # fmt: skip
 SURFACE = sorted(name for name in list(globals()) if not name.startswith("_") and name not in _INTERNAL)
+
+
+class UnsupportedName(UnsupportedConstruct, AttributeError):
+    """A ``pl.<name>`` outside the surface: refused by name, and an ``AttributeError`` (so ``hasattr`` is False)."""
 
 
 def __getattr__(name: str):
     if name.startswith("__"):
         raise AttributeError(name)
-    raise UnsupportedConstruct(
+    raise UnsupportedName(
         f"rule 'construct': pl.{name} is not supported by ascjax's PyPTO-Pro front end (one AI Core block: tiles, "
         "load / store / move / insert, the matmul family, vector ops, pl.system sync); see docs/pypto.md"
     )

@@ -61,6 +61,13 @@ def _gm(state: State, name: str, write: bool):
     return g
 
 
+def _nd(tile: Tile, what: str) -> None:
+    _need(
+        tile.fmt is Format.ND,
+        f"rule 'UB layout': {what} moves ND rows, and {tile} is {tile.fmt}: use an ND tile (a UB -> UB copy converts)",
+    )
+
+
 def gm2ub_window(dst: Tile, gm_shape, *, row=0, col=0):
     """(offsets, their limits, their units) of ``copy_gm2ub``'s GM window (the whole ``dst`` tile)."""
     return (row, col), (gm_shape[0] - dst.rows, gm_shape[1] - dst.cols), (1, 1)
@@ -76,6 +83,7 @@ def ub2gm_window(src: Tile, gm_shape, *, row=0, col=0, rows=None, cols=None):
 def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, sub: int) -> State:
     """MTE2 of AIV ``sub``: load the ``dst``-shaped window at (row, col) of GM tensor ``src`` (traced offsets allowed)."""
     _expect(dst, Buffer.UB, "dst")
+    _nd(dst, "copy_gm2ub")
     g = _gm(state, src, write=False)
     _need(g.dtype == dst.np_dtype, f"GM tensor {src!r} is {g.dtype} but {dst} is {dst.dtype}: a load does not convert")
     rows, cols = dst.rows, dst.cols
@@ -99,6 +107,7 @@ def copy_ub2gm(
     ``store(..., atomic=AtomicType.AtomicAdd)``).
     """
     _expect(src, Buffer.UB, "src")
+    _nd(src, "copy_ub2gm")
     g = _gm(state, dst, write=True)
     _need(g.dtype == src.np_dtype, f"GM tensor {dst!r} is {g.dtype} but {src} is {src.dtype}: a store does not convert")
     rows = src.rows if rows is None else rows
@@ -120,7 +129,7 @@ def copy_ub2gm(
 
 
 def copy_ub2l1(state: State, dst: Tile, src: Tile, *, row: int = 0, col: int = 0, sub: int) -> State:
-    """``insert`` (TINSERT, MTE3 of AIV ``sub``): UB tile ``src`` (ND) into L1 tile ``dst`` at (row, col), ND -> Nz."""
+    """``insert`` (TINSERT, MTE3 of AIV ``sub``): UB tile ``src`` (ND, or Nz) into L1 tile ``dst`` at (row, col)."""
     _expect(src, Buffer.UB, "src")
     _expect(dst, Buffer.L1, "dst")
     _need(src.dtype == dst.dtype, f"insert does not convert: {src} vs {dst}")
@@ -137,7 +146,10 @@ def copy_ub2l1(state: State, dst: Tile, src: Tile, *, row: int = 0, col: int = 0
     core_of(sub)
     span_c = min(-(-src.cols // unit_c) * unit_c, dst.padded[1] - col)
     nd = from_fractal(state.tile(dst), dst.fmt)
-    part = poison(pad_to(state.tile(src, sub), src.rows, span_c), racy_read(), state.options)
+    matrix = state.tile(src, sub)
+    if src.fmt is Format.NZ:  # an Nz UB tile (NZ2NZ): its matrix, fractal by fractal
+        matrix = from_fractal(matrix, src.fmt)[: src.rows, : src.cols]
+    part = poison(pad_to(matrix, src.rows, span_c), racy_read(), state.options)
     nd = jax.lax.dynamic_update_slice(nd, part.astype(nd.dtype), (row, col))
     return state.with_tile(dst, to_fractal(nd, dst.fmt, dst.c0))
 
@@ -160,6 +172,7 @@ def copy_l0c2ub(
     """
     _expect(src, Buffer.L0C, "src")
     _expect(dst, Buffer.UB, "dst")
+    _nd(dst, "a move out of L0C into UB")
     allowed = ("float32", "float16", "bfloat16") if src.dtype == "float32" else ("int32",)
     _need(dst.dtype in allowed, f"rule 'move dtypes': {src} converts to {'/'.join(allowed)}, not {dst.dtype}")
     m = src.rows if m is None else m

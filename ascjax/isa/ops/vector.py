@@ -1,6 +1,7 @@
 """Vector compute on UB tiles (pipe V of an AIV): elementwise, scalar, row reductions, broadcasts, casts, fill.
 
-Every op reads and writes whole ND tiles of one AIV's UB (``sub`` 0 or 1). Results are
+Every op reads and writes whole ND tiles of one AIV's UB (``sub`` 0 or 1); a UB -> UB copy also re-lays a tile out
+between ND and Nz (PyPTO-Pro's ND2NZ before an insert into L1). Results are
 computed in the tile dtype (f16/bf16 results rounded to nearest even, as IEEE arithmetic
 does); ``exp``/``ln``/``sqrt`` use XLA's implementations, which need not match the vector
 unit's last bit, and division by a scalar or a broadcast column may be 1 ulp off (XLA
@@ -15,10 +16,11 @@ import enum
 import jax
 import jax.numpy as jnp
 
-from ...core import Buffer, fold_sum
+from ...core import Buffer, Format, fold_sum
 from ...core._memory import Tile
 from ...core._straight_through import straight_through
 from ...core.formats.saturate import order_key
+from ...core.layout import from_fractal, pad_to, to_fractal
 from ...engine._state import State
 from ._machine import core_of, poison, racy_read
 from .move import _expect, _need
@@ -64,8 +66,14 @@ class RoundMode(enum.IntEnum):
     CAST_ODD = 6  # round to odd (von Neumann): inexact results get an odd last bit
 
 
-def _ub(tile, what: str) -> None:
+def _ub(tile, what: str, *, nz: bool = False) -> None:
+    """``tile`` is a UB tile, in ND unless ``nz`` (vector compute reads and writes rows; only a copy re-lays out)."""
     _expect(tile, Buffer.UB, what)
+    _need(
+        nz or tile.fmt is Format.ND,
+        f"rule 'UB layout': vector compute reads and writes ND tiles, and {what} {tile} is {tile.fmt}: move it to an "
+        "ND tile first (a UB -> UB copy / pl.move converts)",
+    )
 
 
 def _vec_op(state: State, sub: int, out: Tile, ins, compute):
@@ -166,13 +174,26 @@ def copy(state: State, out: Tile, src: Tile, *, sub: int) -> State:
     Elements keep their row-major order, so a ``[1, n]`` row becomes an ``[n, 1]`` column: the
     ND/DN views of one vector, as PyPTO-Pro kernels use them for row statistics.
     """
-    _ub(out, "out")
-    _ub(src, "src")
+    _ub(out, "out", nz=True)
+    _ub(src, "src", nz=True)
     _need(
         out.dtype == src.dtype and out.rows * out.cols == src.rows * src.cols,
         f"rule 'vector copy': a UB -> UB copy keeps dtype and element count: {src} -> {out} (cast to convert)",
     )
+    if Format.NZ in (out.fmt, src.fmt):  # ND <-> Nz (PyPTO-Pro's ND2NZ before an insert into L1): the same matrix
+        _need(
+            (out.rows, out.cols) == (src.rows, src.cols),
+            f"rule 'vector copy': a copy that changes the layout keeps the shape: {src} -> {out}",
+        )
+        return _vec_op(state, sub, out, (src,), lambda x: _relaid(x, src, out))
     return _vec_op(state, sub, out, (src,), lambda x: x.reshape(out.rows, out.cols))
+
+
+def _relaid(x, src: Tile, out: Tile):
+    """``src``'s physical array ``x`` as ``out``'s: through the matrix, the padding of ``out``'s fractals zero."""
+    nd = from_fractal(x, src.fmt)[: src.rows, : src.cols] if src.fmt is Format.NZ else x
+    padded = pad_to(nd, *out.padded)
+    return to_fractal(padded, out.fmt, out.c0) if out.fmt is Format.NZ else padded
 
 
 def fill(state: State, out: Tile, value, *, sub: int) -> State:
