@@ -18,14 +18,14 @@ def add_groups(
     y: pl.Tensor[[ROWS, COLS], pl.DT_FP16],
     z: pl.Tensor[[ROWS, COLS], pl.DT_FP16],
 ):
-    """z = x + y; the vector cores of the launch take rows of tiles in turn, each tile through the next slot."""
+    """z = x + y; the blocks of the launch (AIV-only: one vector core each) take rows of tiles in turn, each tile
+    through the next slot."""
     tile_type = pl.TileType(shape=[TILE_ROWS, TILE_COLS], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Vec)
     a_db = pl.make_tile_group(type=tile_type, addrs=0x0000, mutex_ids=list(A_IDS))
     b_db = pl.make_tile_group(type=tile_type, addrs=0x10000, mutex_ids=list(B_IDS))
     c_db = pl.make_tile_group(type=tile_type, addrs=0x20000, mutex_ids=list(C_IDS))
     with pl.section_vector():
-        cores = pl.get_block_num() * 2
-        for i in pl.range(pl.get_block_idx(), x.shape[0] // TILE_ROWS, cores):
+        for i in pl.range(pl.get_block_idx(), x.shape[0] // TILE_ROWS, pl.get_block_num()):
             for j in pl.range(x.shape[1] // TILE_COLS):
                 tile_a = a_db.next()
                 tile_b = b_db.next()
@@ -49,9 +49,8 @@ def add_groups_by_hand(
     b_db = pl.make_tile_group(type=tile_type, addrs=0x10000, depth=2)
     c_db = pl.make_tile_group(type=tile_type, addrs=0x20000, depth=2)
     with pl.section_vector():
-        cores = pl.get_block_num() * 2
         s = 0
-        for i in pl.range(pl.get_block_idx(), x.shape[0] // TILE_ROWS, cores):
+        for i in pl.range(pl.get_block_idx(), x.shape[0] // TILE_ROWS, pl.get_block_num()):
             for j in pl.range(x.shape[1] // TILE_COLS):
                 if locks:
                     pl.system.mutex_lock(pipe=pl.PipeType.MTE2, mutex_id=A_IDS[s])

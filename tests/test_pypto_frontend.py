@@ -50,18 +50,18 @@ def test_its_twin_without_the_store_flag_races_at_the_store():
 
 
 def test_the_same_kernel_in_ascjax_pl_gives_the_same_bits_verdict_and_cycles():
-    rows, cols, half, step = vector_add.ROWS, vector_add.COLS, vector_add.HALF, vector_add.TILE_ROWS
+    rows, cols, step = vector_add.ROWS, vector_add.COLS, vector_add.TILE_ROWS
+    trips = rows // step
 
     def kernel(k):
         a = aj.pl.alloc("Vec", (step, cols), "float32", addr=0x0000)
-        b = aj.pl.alloc("Vec", (step, cols), "float32", addr=0x2000)
-        c = aj.pl.alloc("Vec", (step, cols), "float32", addr=0x4000)
+        b = aj.pl.alloc("Vec", (step, cols), "float32", addr=0x4000)
+        c = aj.pl.alloc("Vec", (step, cols), "float32", addr=0x8000)
 
-        @aj.pl.section_vector
-        def _(sub):
-            @aj.pl.range(half // step)
+        def aiv(sub):  # an AIV-only kernel: AIV0 is the block's one vector core
+            @aj.pl.range(trips)
             def _(i):
-                row = sub * half + i * step
+                row = i * step
                 k.cond(i > 0, lambda: aj.pl.system.sync_dst(set_pipe="MTE3", wait_pipe="MTE2", event_id=0))
                 aj.pl.load(a, "x", (row, 0))
                 aj.pl.load(b, "y", (row, 0))
@@ -71,9 +71,9 @@ def test_the_same_kernel_in_ascjax_pl_gives_the_same_bits_verdict_and_cycles():
                 aj.pl.system.sync_src(set_pipe="V", wait_pipe="MTE3", event_id=0)
                 aj.pl.system.sync_dst(set_pipe="V", wait_pipe="MTE3", event_id=0)
                 aj.pl.store("z", c, (row, 0))
-                k.cond(
-                    i < half // step - 1, lambda: aj.pl.system.sync_src(set_pipe="MTE3", wait_pipe="MTE2", event_id=0)
-                )
+                k.cond(i < trips - 1, lambda: aj.pl.system.sync_src(set_pipe="MTE3", wait_pipe="MTE2", event_id=0))
+
+        k.section_vector(aiv, subblocks=(0,))
 
     by_hand = aj.run(kernel, {"x": X, "y": Y}, {"z": ((rows, cols), "float32")}, chip="950")
     z = np.zeros_like(X)
@@ -266,3 +266,36 @@ def test_the_command_line_runs_a_file_with_pypto_pro_mapped(tmp_path):
     bad = run("pypto", f"{path}::missing")
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "its kernels: add_blocks, add_rows" in bad.stderr
+
+
+def _write_subblocks(out):
+    """Each vector core writes its block index and how many sub-blocks it counts into its row."""
+    row_type = pl.TileType(shape=[1, 16], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec, compact=1)
+    with pl.section_vector():
+        row = pl.make_tile(row_type, addr=0x0)
+        pl.fill(row, pl.get_subblock_num() * 10.0 + pl.get_block_idx())
+        pl.system.sync_src(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
+        pl.system.sync_dst(set_pipe=pl.PipeType.V, wait_pipe=pl.PipeType.MTE3, event_id=0)
+        pl.store(out, row, [pl.get_subblock_idx(), 0])
+
+
+@pl.jit(auto_mutex=False)
+def _aiv_only(out: pl.Tensor[[2, 16], pl.DT_FP32]):
+    """No cube section: PyPTO-Pro launches the kernel AIV-only, one vector core a block."""
+    _write_subblocks(out)
+
+
+@pl.jit(auto_mutex=False)
+def _mix(out: pl.Tensor[[2, 16], pl.DT_FP32]):
+    """A cube section too: a mix kernel, both AIVs of the block run the vector section."""
+    with pl.section_cube():
+        pl.system.bar_all()
+    _write_subblocks(out)
+
+
+def test_an_aiv_only_kernels_block_is_one_vector_core_and_a_mix_kernels_two():
+    aiv_only, mix = np.zeros((2, 16), np.float32), np.zeros((2, 16), np.float32)
+    assert _aiv_only(aiv_only).ok and _mix(mix).ok
+    np.testing.assert_array_equal(aiv_only, [[10.0] * 16, [0.0] * 16])  # one sub-block, block 0, AIV0 alone
+    np.testing.assert_array_equal(mix, [[20.0] * 16, [21.0] * 16])  # two sub-blocks, block * 2 + sub
+    assert pl.ReluPreMode.NormalRelu and not pl.ReluPreMode.NoRelu

@@ -340,12 +340,18 @@ class Program:
             self._run_section(plan)
         return body
 
-    def section_vector(self, body):
-        """The vector cores' program ``body(sub)``, run by AIV0 (sub 0) and AIV1 (sub 1). Usable as a decorator."""
+    def section_vector(self, body, *, subblocks=(0, 1)):
+        """The vector cores' program ``body(sub)``, run by AIV0 (sub 0) and AIV1 (sub 1). Usable as a decorator.
+
+        ``subblocks=(0,)``: AIV0 alone runs it (an AIV-only kernel, whose block is one vector core)."""
         check_body(body, 1, "section_vector(body)", "the sub-block index sub (0 or 1): def body(sub): ...")
+        if not subblocks or not set(subblocks) <= {0, 1}:
+            raise ValueError(
+                f"section_vector runs on AIV0 and / or AIV1: subblocks must be drawn from (0, 1), got {subblocks!r}"
+            )
         plans = [
             Plan(core=1 + sub, call=functools.partial(body, sub), subblock=sub, regions=[], serial=self._next_section())
-            for sub in (0, 1)
+            for sub in subblocks
         ]
         if self._top_level():
             self._pending.extend(plans)

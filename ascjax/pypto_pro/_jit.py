@@ -9,6 +9,7 @@ device writes them) once the run is done. The call returns the run's ``Result`` 
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 
@@ -21,6 +22,8 @@ from ..front.pypto._types import DYNAMIC, dtype_name
 from ..front.pypto.language import AUTO_MUTEX, GM_WRITES
 from ..runner import launch, run
 
+#: where set (a list), every kernel call appends ``(kernel name, result)``: a test runner reports the verdicts
+RUNS: contextvars.ContextVar = contextvars.ContextVar("runs", default=None)
 #: PyPTO-Pro's ``arch`` names, as ascjax's chips (PyPTO-Pro targets the 950, "a5", by default)
 ARCHES = {None: "950", "a5": "950", "950": "950", "a3": "a3", "a2": "a2"}
 
@@ -47,10 +50,27 @@ def jit(target=None, *, arch=None, auto_mutex: bool = True, name=None, pipeline=
 
 
 def _as_array(value) -> np.ndarray:
-    """A NumPy view of a kernel argument (a NumPy array, or a CPU tensor with ``numpy()``)."""
+    """A NumPy view of a kernel argument (a NumPy array, or a CPU torch tensor; bfloat16 as ``ml_dtypes``')."""
     if hasattr(value, "detach"):  # a torch tensor
-        value = value.detach().cpu().numpy()
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":  # NumPy has no bfloat16: its bits, as ml_dtypes' bfloat16
+            import torch
+
+            return value.view(torch.int16).numpy().view(dtypes.to_numpy_dtype("bfloat16"))
+        return value.numpy()
     return np.asarray(value)
+
+
+def _write_back(target, out: np.ndarray) -> None:
+    """The kernel's output into the caller's array or tensor, as the device writes its GM."""
+    if hasattr(target, "copy_"):  # a torch tensor
+        import torch
+
+        bits = out.view(np.int16) if out.dtype == dtypes.to_numpy_dtype("bfloat16") else out
+        source = torch.from_numpy(np.array(bits))
+        target.copy_(source.view(torch.bfloat16) if bits is not out else source)
+    elif isinstance(target, np.ndarray) and target.flags.writeable:
+        np.copyto(target, out)
 
 
 class JitKernel:
@@ -161,13 +181,9 @@ class JitKernel:
         else:
             result = launch(kernel, inputs, outputs, block_dim=block_dim, chip=self.chip)
         for name in written:
-            out = np.asarray(result.outputs[name])
-            target = given[name]
-            if hasattr(target, "copy_"):  # a torch tensor
-                import torch
-
-                target.copy_(torch.from_numpy(np.array(out)))
-            elif isinstance(target, np.ndarray) and target.flags.writeable:
-                np.copyto(target, out)
+            _write_back(given[name], np.asarray(result.outputs[name]))
         self.last_result = result
+        runs = RUNS.get()
+        if runs is not None:
+            runs.append((self.__name__, result))
         return result

@@ -19,12 +19,12 @@ from ..core import _dtypes as dtypes
 from ..front.pypto._types import DYNAMIC, dtype_name
 
 #: the module names a PyPTO-Pro file imports, and ascjax's modules that stand for them
-ALIASES = {"pypto_pro": pypto_pro, "pypto_pro.language": pypto_pro.language}
+ALIASES = {"pypto_pro": pypto_pro, "pypto_pro.language": pypto_pro.language, "pypto": pypto_pro.framework}
 
 
 @contextlib.contextmanager
 def pypto_pro_mapped():
-    """``import pypto_pro`` (and ``pypto_pro.language``) resolve to ascjax's front end inside the block."""
+    """``import pypto_pro`` (``pypto_pro.language``, ``pypto``) resolve to ascjax's front end inside the block."""
     saved = {name: sys.modules.get(name) for name in ALIASES}
     sys.modules.update(ALIASES)
     try:

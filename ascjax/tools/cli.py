@@ -1,5 +1,5 @@
 """Command line: ``python -m ascjax list FILE``, ``run FILE::CASE``, ``check FILE::CASE``, ``golden FILE::CASE``,
-``compare``, ``sweep`` and ``pypto FILE[::KERNEL]``."""
+``compare``, ``sweep``, ``pypto FILE[::KERNEL]`` and ``pypto-test FILE``."""
 
 from __future__ import annotations
 
@@ -235,6 +235,29 @@ def _cmd_pypto(args) -> int:
     return 0
 
 
+def _cmd_pypto_test(args) -> int:
+    """An upstream-style PyPTO-Pro test file under pytest, with pypto_pro, pypto and torch.npu mapped to ascjax."""
+    try:
+        import pytest
+        import torch  # noqa: F401 - the test files' own reference
+    except ImportError as exc:
+        raise ImportError(f"pypto-test needs {exc.name}: pip install 'ascjax[torch]'") from None
+    if not os.path.isfile(args.file):
+        raise FileNotFoundError(f"no such file: {args.file}")
+    plugin = [
+        "-p",
+        "ascjax.tools._pypto_plugin",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-q",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
+    ]  # fmt: skip (ascjax is imported before pytest starts)
+    return int(pytest.main([args.file, *plugin, *args.pytest_args]))
+
+
 def main(argv=None) -> int:
     parser = _Parser(prog="python -m ascjax", description="Ascend AI Core emulator")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -305,6 +328,12 @@ def main(argv=None) -> int:
     p_pypto.add_argument("--seed", type=int, default=0, help="seed of the inputs drawn from the pl.Tensor annotations")
     p_pypto.add_argument("--block-dim", type=int, default=None, help="launch on this many blocks: kernel[None, N]")
     p_pypto.set_defaults(func=_cmd_pypto)
+    p_test = sub.add_parser(
+        "pypto-test", help="run a PyPTO-Pro test file unchanged under pytest (pypto_pro, pypto, torch.npu mapped)"
+    )
+    p_test.add_argument("file", metavar="FILE")
+    p_test.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed to pytest (after --)")
+    p_test.set_defaults(func=_cmd_pypto_test)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

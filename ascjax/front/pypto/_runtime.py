@@ -23,6 +23,8 @@ from ._source import Translation, UnsupportedConstruct, _free_values
 
 #: the variable a ``make_tile`` result is being assigned to (the tile's name in reports)
 TILE_NAME: contextvars.ContextVar = contextvars.ContextVar("tile_name", default=None)
+#: the kernel being traced is AIV-only (vector sections, no cube one): each block is one vector core, AIV0
+AIV_ONLY: contextvars.ContextVar = contextvars.ContextVar("aiv_only", default=False)
 
 
 class Env(dict):
@@ -76,7 +78,11 @@ class Runtime:
         kernel = self.translation.kernel
         carried.declare(current(), self.translation.n_slots)
         env = Env({**_free_values(kernel.function), **arguments})
-        return kernel.code(self, env)
+        token = AIV_ONLY.set(self.translation.aiv_only)
+        try:
+            return kernel.code(self, env)
+        finally:
+            AIV_ONLY.reset(token)
 
     # -- sections ----------------------------------------------------------------------
     def with_(self, ctx, body, env: Env, line: int) -> None:
@@ -92,7 +98,9 @@ class Runtime:
         if ctx.core == "cube":
             k.section_cube(lambda: settings.copy().run(body, Env(snapshot)))
         else:
-            k.section_vector(lambda sub: settings.copy().run(body, Env(snapshot)))
+            # an AIV-only kernel's block is one vector core: AIV0 runs the section (PyPTO-Pro's get_subblock_num 1)
+            subblocks = (0,) if AIV_ONLY.get() else (0, 1)
+            k.section_vector(lambda sub: settings.copy().run(body, Env(snapshot)), subblocks=subblocks)
 
     # -- loops -------------------------------------------------------------------------
     def _carry(self, env: Env, slots: tuple, exclude: set, line: int) -> list:

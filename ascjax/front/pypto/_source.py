@@ -339,7 +339,13 @@ class Translation:
     def __init__(self, kernel):
         self.functions: dict = {}  # code object -> Translated
         self.n_slots = 0
+        self.sections: set[str] = set()  # the section kinds the kernel and its helpers write ("cube", "vector")
         self.kernel = self._translate(kernel, stack=())
+
+    @property
+    def aiv_only(self) -> bool:
+        """The kernel writes vector sections and no cube one: PyPTO-Pro launches it AIV-only, each block one AIV."""
+        return self.sections == {"vector"}
 
     def _translate(self, fn, stack: tuple) -> Translated:
         code_key = fn.__code__
@@ -348,6 +354,10 @@ class Translation:
         if code_key in stack:
             raise UnsupportedConstruct(f"rule 'construct': {fn.__qualname__} calls itself: recursion is not supported")
         node, filename = _source_of(fn)
+        for item in (i for w in ast.walk(node) if isinstance(w, ast.With) for i in w.items):
+            kind = _callee(item.context_expr)
+            if kind in ("section_cube", "section_vector"):
+                self.sections.add(kind.removeprefix("section_"))
         params = inspect.signature(fn)
         local_names = set(params.parameters) | _stored_names(node.body) | set(fn.__code__.co_freevars)
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}

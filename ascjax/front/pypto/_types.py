@@ -90,9 +90,24 @@ class TensorLayout(enum.Enum):
 DYNAMIC = -1
 
 
+class ReluPreMode(enum.IntEnum):
+    """``pl.ReluPreMode``: a ReLU fused into a store or move out of L0C (``relu_pre_mode=``)."""
+
+    NoRelu = 0
+    NormalRelu = 1
+
+
+#: ``TileType(compact=)``: None / 0 (off), 1 (normal), 2 (row plus one): how a tail window is laid out
+COMPACT_MODES = (None, 0, 1, 2)
+
+
 @dataclasses.dataclass(frozen=True)
 class TileType:
-    """``pl.TileType(shape=, dtype=, target_memory=, layout=, fractal=, valid_shape=)``: a tile's static type."""
+    """``pl.TileType(shape=, dtype=, target_memory=, layout=, fractal=, valid_shape=, compact=)``: a tile's static type.
+
+    ``compact`` says how a tail window (a ``valid_shape`` inside ``shape``) is laid out; with the whole tile valid it
+    changes nothing.
+    """
 
     shape: tuple
     dtype: object
@@ -100,13 +115,18 @@ class TileType:
     layout: TensorLayout | None = None
     fractal: int | None = None
     valid_shape: tuple | None = None
+    compact: int | None = None
 
-    def __init__(self, shape, dtype, target_memory, layout=None, fractal=None, valid_shape=None, **unknown):
+    def __init__(
+        self, shape, dtype, target_memory, layout=None, fractal=None, valid_shape=None, compact=None, **unknown
+    ):
         if unknown:
             raise TypeError(
-                f"rule 'TileType': pl.TileType takes shape, dtype, target_memory, layout, fractal and valid_shape; "
-                f"got {', '.join(sorted(unknown))}"
+                f"rule 'TileType': pl.TileType takes shape, dtype, target_memory, layout, fractal, valid_shape and "
+                f"compact; got {', '.join(sorted(unknown))}"
             )
+        if compact not in COMPACT_MODES:
+            raise ValueError(f"rule 'TileType': compact is None, 0, 1 or 2, got {compact!r}")
         if not isinstance(target_memory, MemorySpace):
             raise TypeError(f"rule 'TileType': target_memory must be a pl.MemorySpace, got {target_memory!r}")
         object.__setattr__(self, "shape", tuple(int(s) for s in shape))
@@ -115,6 +135,7 @@ class TileType:
         object.__setattr__(self, "layout", layout)
         object.__setattr__(self, "fractal", fractal)
         object.__setattr__(self, "valid_shape", None if valid_shape is None else tuple(valid_shape))
+        object.__setattr__(self, "compact", compact)
 
     @property
     def buffer(self) -> Buffer:

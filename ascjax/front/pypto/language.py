@@ -18,11 +18,12 @@ from .. import pl as _pl
 from .._program import current
 from .._sites import spelled
 from . import _auto_mutex as auto_mutex
-from ._runtime import TILE_NAME, RangeSpec, Section
+from ._runtime import AIV_ONLY, TILE_NAME, RangeSpec, Section
 from ._source import UnsupportedConstruct
 from ._types import DATA_TYPES, GmTensor, TensorLayout, TileType, dtype_name
 from ._types import DYNAMIC as DYNAMIC  # the surface re-exports these
 from ._types import MemorySpace as MemorySpace
+from ._types import ReluPreMode as ReluPreMode
 from ._types import Tensor as Tensor
 
 AccPhase = _pl.AccPhase
@@ -37,6 +38,8 @@ SyncMode = _pl.SyncMode
 ND, DN, NZ, ZN, ZZ, NN = (TensorLayout[name] for name in ("ND", "DN", "NZ", "ZN", "ZZ", "NN"))
 globals().update(DATA_TYPES)  # pl.DT_FP16, ...
 
+#: AIVs per AI Core block (facts §3 "Topology": one AIC, two AIVs)
+N_SUBBLOCKS = 2
 #: the kernel's ``pl.jit(auto_mutex=...)`` during a trace
 AUTO_MUTEX: contextvars.ContextVar = contextvars.ContextVar("auto_mutex", default=False)
 #: inside an operation's call (the operations it calls in turn are part of it)
@@ -90,9 +93,20 @@ def make_tuple(**fields) -> types.SimpleNamespace:
     return types.SimpleNamespace(**fields)
 
 
-get_block_idx = _pl.get_block_idx
 get_block_num = _pl.get_block_num
 get_subblock_idx = _pl.get_subblock_idx
+
+
+def get_subblock_num() -> int:
+    """The sub-blocks of the current core's block (facts §3 "Topology"): 2 on an AIV of a mix kernel, 1 on the cube
+    and in an AIV-only kernel (its block is one AIV)."""
+    return 1 if current().subblock is None or AIV_ONLY.get() else N_SUBBLOCKS
+
+
+def get_block_idx():
+    """The logical block index: in a mix kernel the block on the cube and ``block * 2 + sub`` on an AIV; in an
+    AIV-only kernel the block (one AIV each), in ``[0, get_block_num())``."""
+    return current().block_idx if AIV_ONLY.get() else _pl.get_block_idx()
 
 
 # -- tiles ------------------------------------------------------------------------------
@@ -265,7 +279,7 @@ system = types.SimpleNamespace(
 
 #: what this surface has (``__getattr__`` refuses the rest of PyPTO-Pro by name)
 _INTERNAL = {"annotations", "builtins", "contextvars", "functools", "types", "current", "spelled", "GmTensor", "DATA_TYPES", "TILE_NAME",
-             "AUTO_MUTEX", "GM_WRITES", "auto_mutex", "RangeSpec", "Section", "UnsupportedConstruct", "UnsupportedName", "dtype_name"}  # fmt: skip
+             "AUTO_MUTEX", "AIV_ONLY", "GM_WRITES", "N_SUBBLOCKS", "auto_mutex", "RangeSpec", "Section", "UnsupportedConstruct", "UnsupportedName", "dtype_name"}  # fmt: skip
 SURFACE = sorted(name for name in list(globals()) if not name.startswith("_") and name not in _INTERNAL)
 
 
