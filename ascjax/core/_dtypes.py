@@ -13,8 +13,11 @@ _DTYPES: dict[str, np.dtype] = {
     "float16": np.dtype(np.float16),
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "int8": np.dtype(np.int8),
+    "int16": np.dtype(np.int16),
     "int32": np.dtype(np.int32),
     "uint8": np.dtype(np.uint8),
+    "uint16": np.dtype(np.uint16),
+    "uint32": np.dtype(np.uint32),
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
     "int4": np.dtype(ml_dtypes.int4),
@@ -39,6 +42,12 @@ _ALIASES = {
     "s32": "int32",
     "int32_t": "int32",
     "u8": "uint8",
+    "s16": "int16",
+    "int16_t": "int16",
+    "u16": "uint16",
+    "uint16_t": "uint16",
+    "u32": "uint32",
+    "uint32_t": "uint32",
     "int4b_t": "int4",
     "s4": "int4",
     "hif8": "hifloat8",
@@ -94,4 +103,4 @@ def k0(dtype) -> int:
 
 def is_float(dtype) -> bool:
     name = dtype_name(dtype)
-    return name not in ("int8", "int32", "uint8", "int4")
+    return name not in ("int8", "int16", "int32", "uint8", "uint16", "uint32", "int4")

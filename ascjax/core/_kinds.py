@@ -95,6 +95,7 @@ class InstrKind(enum.Enum):
     BARRIER = "barrier"  # PipeBarrier
     CROSS_CORE = "cross-core event"  # set / wait_cross_core
     CONFIG = "config"  # scalar control registers
+    SCALAR = "scalar access"  # the scalar unit reads or writes one element (setval)
 
     def __str__(self) -> str:
         return self.value

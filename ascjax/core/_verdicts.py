@@ -41,7 +41,10 @@ MESSAGES = {
 }
 
 #: Names of the quantities a BOUNDS error can refer to (ErrorRecord.c indexes this).
-BOUNDS_WHAT = ("m", "k", "n", "row offset", "column offset", "event_id", "k (aligned)", "TileGroup slot", "trip count")
+BOUNDS_WHAT = (
+    "m", "k", "n", "row offset", "column offset", "event_id", "k (aligned)", "TileGroup slot", "trip count",
+    "valid rows", "valid columns",
+)  # fmt: skip
 #: The BOUNDS_WHAT index of a loop's traced trip count past its static maximum.
 BOUNDS_TRIP_COUNT = 8
 #: SYNC_ERROR kinds (ErrorRecord.a).

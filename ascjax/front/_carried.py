@@ -71,13 +71,43 @@ def declare(program, n_slots: int) -> None:
     program.state = dataclasses.replace(state, scalars=scalars)
 
 
+def extend(program, values: list) -> int:
+    """Append one slot per scalar of ``values`` on every core, each holding its value (a ``pl.struct``'s fields,
+    made outside the sections and loops); the first new slot's index."""
+    if program.gate is not None or program._in_section:
+        raise ValueError(
+            "rule 'section allocation': a concurrent section is traced once per segment, so it cannot add carried "
+            "values: make the struct before the sections"
+        )
+    state = program.state
+    first = state.scalars[INT_COLUMN].shape[1] if state.scalars else 0
+    columns = {INT_COLUMN: [], FLOAT_COLUMN: []}
+    for value in values:
+        kind = kind_of(value)
+        if kind is None:
+            raise TypeError(f"a carried value is a scalar (int, float or bool), got {value!r}")
+        for column, cells in columns.items():  # the slot is in both columns; its kind reads one
+            cells.append(jnp.asarray(value if column == kind.column else 0).astype(column))
+    scalars = {}
+    for column, cells in columns.items():
+        added = jnp.broadcast_to(jnp.stack(cells), (N_CORES, len(cells))) if cells else jnp.zeros((N_CORES, 0), column)
+        scalars[column] = jnp.concatenate([state.scalars[column], added], axis=1) if state.scalars else added
+    program.state = dataclasses.replace(state, scalars=scalars)
+    return first
+
+
 def store(program, slot: int, kind: Kind, value) -> None:
     """``value`` into ``slot`` on the current core, where the current issue runs (a gated section's other segments
-    keep what their own iterations stored)."""
+    keep what their own iterations stored); outside the sections, on every core."""
     if not program._go():
         return
     column = program._state.scalars[kind.column]
-    updated = indexed.put(column, (program.core, slot), jnp.asarray(value).astype(column.dtype))
+    value = jnp.asarray(value).astype(column.dtype)
+    if program._in_section:
+        updated = indexed.put(column, (program.core, slot), value)
+    else:  # before the sections: every core starts from it
+        start = (0, slot if isinstance(slot, (int, np.integer)) else jnp.asarray(slot, jnp.int32))
+        updated = jax.lax.dynamic_update_slice(column, jnp.broadcast_to(value, (N_CORES, 1)), start)
     # the state's other fields untouched: the issues waiting in the data plane's window keep theirs
     program._state = eqx.tree_at(lambda s: s.scalars[kind.column], program._state, updated)
 

@@ -198,13 +198,19 @@ class Recorder:
         space = self.spaces[("GM", name)]
         shape, itemsize = self.gm_shapes[name]
         size = self.builder.spaces[space].size_bytes
+        if len(shape) == 2 and instr.kind is InstrKind.SCALAR:  # one element: its row
+            return Window(space, 0, size, shape[1] * itemsize, jnp.asarray(a["row"], jnp.int32), 1)
         if len(shape) != 2 or tile is None or instr.kind is InstrKind.L0C_READ and not a.get("nz2nd", True):
             return (space, (0, size))  # not a row-major matrix window: the whole tensor
         row = a.get("row", a.get("dst_row", (a.get("offsets") or (0,))[0]))
         rows = a.get("rows") if a.get("rows") is not None else a.get("m")
-        rows = tile.rows if rows is None or not isinstance(rows, (int, np.integer)) else int(rows)
+        traced_rows = rows is not None and not isinstance(rows, (int, np.integer))
+        rows = tile.rows if rows is None or traced_rows else int(rows)
         rows = min(rows, shape[0])
-        return Window(space, 0, size, shape[1] * itemsize, jnp.asarray(row, jnp.int32), rows)
+        row = jnp.asarray(row, jnp.int32)
+        if traced_rows:  # a tail: the tile's rows, kept inside the tensor, cover the region's
+            row = jnp.minimum(row, shape[0] - rows)
+        return Window(space, 0, size, shape[1] * itemsize, row, rows)
 
     def _region_specs(self, tile: Tile, core: int, region) -> list:
         """The access specs of a static (row0, rows, col0, cols) region of ``tile``: its rows of an ND tile, one

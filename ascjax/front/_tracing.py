@@ -53,11 +53,18 @@ def gm_inputs(inputs: dict) -> dict:
 
 
 def initial_gm(inputs: dict, outputs: tuple) -> dict:
-    """GM before the kernel: the inputs, and every output zero-filled."""
+    """GM before the kernel: the inputs, and every output zero-filled, or holding the input of its name (an output
+    passed with its initial contents, as a device buffer the kernel updates in place)."""
     gm = dict(inputs)
     for name, (shape, dtype) in outputs:
         if name in gm:
-            raise ValueError(f"GM tensor {name!r} is both an input and an output: name it once")
+            given = gm[name]
+            if tuple(given.shape) != tuple(shape) or np.dtype(given.dtype) != np.dtype(dtype):
+                raise ValueError(
+                    f"GM tensor {name!r} is an output of shape {tuple(shape)} {np.dtype(dtype).name} and an input "
+                    f"(its initial contents) of shape {tuple(given.shape)} {np.dtype(given.dtype).name}: they must match"
+                )
+            continue
         gm[name] = jnp.zeros(shape, dtype)
     return gm
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
+
 from .. import isa
 from ..core import Buffer, InstrKind, Pipe, SyncMode
 from ..isa.ops.pypto import AtomicType, atomic_add
@@ -56,6 +58,7 @@ __all__ = [
     "expand_div",
     "expand_mul",
     "expand_sub",
+    "expands",
     "fill",
     "get_block_idx",
     "get_block_num",
@@ -72,8 +75,11 @@ __all__ = [
     "minimum",
     "move",
     "mul",
+    "neg",
     "range",
+    "recip",
     "relu",
+    "rsqrt",
     "section_cube",
     "section_vector",
     "sqrt",
@@ -194,29 +200,48 @@ def _path(what: str, src: Buffer, dst: Buffer, tile) -> isa.Instruction:
     raise ValueError(f"pl.{what} {side} {names} tiles, got {tile}")
 
 
-def load(dst, src: str, offsets=(0, 0)):
-    """GM -> L1 (ND -> Nz, cube) or GM -> UB (vector), MTE2; ``offsets`` (row, col) may be traced."""
+def _sizes(valid, tile, what: str) -> dict:
+    """The ``rows`` / ``cols`` keywords of a copy of ``tile``'s ``valid`` region (none for the whole tile); a traced
+    region of a tile that is not in UB is refused (its copies move whole fractals)."""
+    if valid is None:
+        return {}
+    static = all(isinstance(v, (int, np.integer)) for v in valid)
+    if static and tuple(int(v) for v in valid) == (tile.rows, tile.cols):
+        return {}
+    if tile.buffer is not Buffer.UB and not static:
+        raise NotImplementedError(
+            f"rule 'valid shape': pl.{what} of {tile} with a run-time valid shape is modelled for Vec tiles only"
+        )
+    return {"rows": valid[0], "cols": valid[1]}
+
+
+def load(dst, src: str, offsets=(0, 0), *, valid=None):
+    """GM -> L1 (ND -> Nz, cube) or GM -> UB (vector), MTE2; ``offsets`` (row, col) may be traced; ``valid``
+    (rows, cols): only that top-left region of ``dst`` (a tail)."""
     k = current()
     row, col = offsets
     instr = _path("load", Buffer.GM, dst.buffer, dst)
-    getattr(k, instr.name)(dst, src, row=row, col=col)
+    getattr(k, instr.name)(dst, src, row=row, col=col, **_sizes(valid, dst, "load"))
 
 
-def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None):
+def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None, valid=None):
     """L0C -> GM (FIX, Nz -> ND, ``phase`` = STPhase, ``scale`` = quantisation) or UB -> GM (MTE3).
 
-    ``atomic=AtomicType.AtomicAdd`` (or True) adds to GM instead of overwriting it.
+    ``atomic=AtomicType.AtomicAdd`` (or True) adds to GM instead of overwriting it; ``valid`` (rows, cols): only
+    that top-left region of a Vec ``src`` (a tail).
     """
     k = current()
     row, col = offsets
     add = atomic_add(atomic)
     instr = _path("store", src.buffer, Buffer.GM, src)
     if instr.kind is InstrKind.L0C_READ:
+        if _sizes(valid, src, "store"):
+            raise NotImplementedError(f"rule 'valid shape': pl.store of {src} stores the whole Acc tile")
         getattr(k, instr.name)(dst, src, (row, col), phase=phase, relu=relu, scale=scale, atomic=add)
         return
     if phase is not None or scale is not None or relu:
         raise ValueError("phase, scale and relu apply to a store out of L0C (the fixpipe), not from UB")
-    getattr(k, instr.name)(dst, src, row=row, col=col, atomic=add)
+    getattr(k, instr.name)(dst, src, row=row, col=col, atomic=add, **_sizes(valid, src, "store"))
 
 
 def store_tile(dst: str, src, tile_offsets=(0, 0), **kwargs):
@@ -259,52 +284,58 @@ def insert(dst, src, offset=(0, 0)):
 
 # -- vector ----------------------------------------------------------------------------
 def _binary(kind):
-    def op(out, lhs, rhs):
-        getattr(current(), kind)(out, lhs, rhs)
+    def op(out, lhs, rhs, *, valid=None):
+        getattr(current(), kind)(out, lhs, rhs, **_region(valid))
 
     op.__name__ = op.__qualname__ = kind
-    op.__doc__ = f"``out = lhs {kind} rhs`` elementwise (``rhs`` a tile or a scalar)."
+    op.__doc__ = f"``out = lhs {kind} rhs`` elementwise (``rhs`` a tile or a scalar; ``valid``: a tail region)."
     return op
+
+
+def _region(valid) -> dict:
+    """The ``valid`` keyword of a vector op (none when the op covers its whole tile)."""
+    return {} if valid is None else {"valid": tuple(valid)}
 
 
 add, sub, mul, div = _binary("add"), _binary("sub"), _binary("mul"), _binary("div")
 
 
-def _reduce(kind, out, src, dim):
+def _reduce(kind, out, src, dim, valid=None):
     if dim == 0:
-        getattr(current(), "row_" + kind)(out, src)
+        getattr(current(), "row_" + kind)(out, src, **_region(valid))
     elif dim == 1:
-        getattr(current(), "col_" + kind)(out, src)
+        getattr(current(), "col_" + kind)(out, src, **_region(valid))
     else:
         raise ValueError(
             f"pl reductions take dim=0 (along rows, to [rows, 1]) or dim=1 (down columns, to [1, cols]), got dim={dim}"
         )
 
 
-def maximum(out, lhs, rhs=None, *, dim=None):
-    """Elementwise max; with ``dim=0`` the row max into ``[rows, 1]``, with ``dim=1`` the column max into ``[1, cols]``."""
+def maximum(out, lhs, rhs=None, *, dim=None, valid=None):
+    """Elementwise max; with ``dim=0`` the row max into ``[rows, 1]``, with ``dim=1`` the column max into ``[1, cols]``
+    (``valid``: the region of ``lhs`` it covers)."""
     if dim is None:
-        current().max(out, lhs, rhs)
+        current().max(out, lhs, rhs, **_region(valid))
     else:
-        _reduce("max", out, lhs, dim)
+        _reduce("max", out, lhs, dim, valid)
 
 
-def minimum(out, lhs, rhs=None, *, dim=None):
+def minimum(out, lhs, rhs=None, *, dim=None, valid=None):
     """Elementwise min, or the row (``dim=0``) / column (``dim=1``) min."""
     if dim is None:
-        current().min(out, lhs, rhs)
+        current().min(out, lhs, rhs, **_region(valid))
     else:
-        _reduce("min", out, lhs, dim)
+        _reduce("min", out, lhs, dim, valid)
 
 
-def sum(out, src, tmp=None, *, dim=0):  # noqa: A001 - PyPTO-Pro's name
+def sum(out, src, tmp=None, *, dim=0, valid=None):  # noqa: A001 - PyPTO-Pro's name
     """Row sum (``dim=0``, into ``[rows, 1]``) or column sum (``dim=1``, into ``[1, cols]``); ``tmp`` is accepted for PyPTO-Pro compatibility."""
-    _reduce("sum", out, src, dim)
+    _reduce("sum", out, src, dim, valid)
 
 
 def _unary(kind, name):
-    def op(out, src):
-        getattr(current(), kind)(out, src)
+    def op(out, src, *, valid=None):
+        getattr(current(), kind)(out, src, **_region(valid))
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"``out = {kind}(src)`` elementwise."
@@ -316,9 +347,12 @@ exp = _unary("exp", "exp")
 log = _unary("ln", "log")
 sqrt = _unary("sqrt", "sqrt")
 relu = _unary("relu", "relu")
+neg = _unary("neg", "neg")
+rsqrt = _unary("rsqrt", "rsqrt")
+recip = _unary("recip", "recip")
 
 
-def _expand(kind, out, src, vec, dim):
+def _expand(kind, out, src, vec, dim, valid=None):
     want = {0: (src.rows, 1), 1: (1, src.cols)}.get(dim)
     if want is None:
         raise ValueError(
@@ -326,37 +360,42 @@ def _expand(kind, out, src, vec, dim):
         )
     if (vec.rows, vec.cols) != want:
         raise ValueError(f"expand_{kind}(dim={dim}) of {src} needs a [{want[0]}, {want[1]}] tile, got {vec}")
-    getattr(current(), "expand_" + kind)(out, src, vec)
+    getattr(current(), "expand_" + kind)(out, src, vec, **_region(valid))
 
 
-def expand_add(out, src, vec, *, dim=0):
+def expand_add(out, src, vec, *, dim=0, valid=None):
     """``out = src + vec``: a ``[rows, 1]`` column broadcast along rows (``dim=0``) or a ``[1, cols]`` row down columns (``dim=1``)."""
-    _expand("add", out, src, vec, dim)
+    _expand("add", out, src, vec, dim, valid)
 
 
-def expand_sub(out, src, vec, *, dim=0):
+def expand_sub(out, src, vec, *, dim=0, valid=None):
     """``out = src - vec`` (broadcast as for ``expand_add``)."""
-    _expand("sub", out, src, vec, dim)
+    _expand("sub", out, src, vec, dim, valid)
 
 
-def expand_mul(out, src, vec, *, dim=0):
+def expand_mul(out, src, vec, *, dim=0, valid=None):
     """``out = src * vec`` (broadcast as for ``expand_add``)."""
-    _expand("mul", out, src, vec, dim)
+    _expand("mul", out, src, vec, dim, valid)
 
 
-def expand_div(out, src, vec, *, dim=0):
+def expand_div(out, src, vec, *, dim=0, valid=None):
     """``out = src / vec`` (broadcast as for ``expand_add``)."""
-    _expand("div", out, src, vec, dim)
+    _expand("div", out, src, vec, dim, valid)
 
 
-def cast(out, src, *, mode=RoundMode.CAST_NONE):
+def cast(out, src, *, mode=RoundMode.CAST_NONE, valid=None):
     """``out = src`` in ``out``'s dtype, rounding by ``mode`` (integers saturate)."""
-    current().cast(out, src, mode=mode)
+    current().cast(out, src, mode=mode, **_region(valid))
 
 
-def fill(out, value):
+def fill(out, value, *, valid=None):
     """``out[:] = value``."""
-    current().fill(out, value)
+    current().fill(out, value, **_region(valid))
+
+
+def expands(out, scalar, *, valid=None):
+    """``out[:] = scalar`` (PyPTO-Pro's name of a fill)."""
+    fill(out, scalar, valid=valid)
 
 
 # -- synchronisation -------------------------------------------------------------------
@@ -384,7 +423,14 @@ def _bar(pipe):
     return barrier
 
 
+def _set_mm_layout_transform(*, enabled: bool):
+    """The order the cube walks M and N, as fixpipe reads L0C: N first when ``enabled`` (a K-accumulated matmul
+    written back column-major), M first (the default) when not."""
+    current().set_mmad_direction("n" if enabled else "m")
+
+
 system = types.SimpleNamespace(
+    set_mm_layout_transform=_set_mm_layout_transform,
     set_cross_core=_set_cross_core,
     wait_cross_core=_wait_cross_core,
     sync_src=_sync_src,
@@ -397,4 +443,4 @@ system = types.SimpleNamespace(
     bar_fix=_bar("FIX"),
     bar_v=_bar("V"),
 )
-"""``pl.system``: cross-core events, intra-core ``sync_src`` / ``sync_dst`` and barriers."""
+"""``pl.system``: cross-core events, intra-core ``sync_src`` / ``sync_dst``, barriers and the cube's M / N order."""

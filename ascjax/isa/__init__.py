@@ -5,7 +5,7 @@ declarations. Adding an instruction is one ``Instruction`` in a
 family module (or a user's file) and one ``register`` call (docs/design.md walks through it).
 """
 
-from . import cross_core, cube, fixpipe, mte, sync, vector
+from . import cross_core, cube, fixpipe, mte, scalar, sync, vector
 from ._instruction import Access as Access
 from ._instruction import Instruction as Instruction
 from ._instruction import Operand as Operand
@@ -15,7 +15,7 @@ from ._registry import register as register
 from ._registry import route as route
 from ._registry import routes as routes
 
-for _family in (mte, cube, fixpipe, cross_core, sync, vector):
+for _family in (mte, cube, fixpipe, cross_core, sync, vector, scalar):
     for _instruction, _routes in _family.INSTRUCTIONS:
         register(_instruction, routes=_routes)
 del _family, _instruction, _routes

@@ -7,6 +7,7 @@ from ..engine import gm_read_flight, gm_write_flight, transfer_cycles
 from . import ops
 from ._instruction import Instruction, Operand
 from .ops import move, ub_move
+from .ops.valid import valid_faults
 
 GM, L1, L0A, L0B, BT, UB = Buffer.GM, Buffer.L1, Buffer.L0A, Buffer.L0B, Buffer.BT, Buffer.UB
 SCALES = (Buffer.SCALE_LEFT, Buffer.SCALE_RIGHT)
@@ -27,7 +28,12 @@ def _gm_to_l1(c, a, gm):
 
 
 def _gm_to_ub_bytes(a, gm):
-    return a["dst"].nbytes
+    dst = a["dst"]
+    if a.get("rows") is None and a.get("cols") is None:
+        return dst.nbytes
+    rows = dst.rows if a.get("rows") is None else a["rows"]
+    cols = dst.cols if a.get("cols") is None else a["cols"]
+    return rows * cols * dst.np_dtype.itemsize
 
 
 def _gm_to_ub(c, a, gm):
@@ -67,13 +73,24 @@ def _gm2l1_faults(chip, a, shapes):
     return ops.offset_faults(*move.gm2l1_window(a["dst"], shapes[a["src"]], **sizes))
 
 
+def _region_faults(tile, a):
+    """A tail copy's traced region outside its tile."""
+    if a.get("rows") is None and a.get("cols") is None:
+        return []
+    region = (tile.rows if a.get("rows") is None else a["rows"], tile.cols if a.get("cols") is None else a["cols"])
+    return valid_faults(region, (tile.rows, tile.cols))
+
+
 def _gm2ub_faults(chip, a, shapes):
-    return ops.offset_faults(*ub_move.gm2ub_window(a["dst"], shapes[a["src"]], row=a["row"], col=a["col"]))
+    sizes = {k: a[k] for k in ("row", "col", "rows", "cols") if k in a}
+    window = ub_move.gm2ub_window(a["dst"], shapes[a["src"]], **sizes)
+    return [*ops.offset_faults(*window), *_region_faults(a["dst"], a)]
 
 
 def _ub2gm_faults(chip, a, shapes):
     sizes = {k: a[k] for k in ("row", "col", "rows", "cols") if k in a}
-    return ops.offset_faults(*ub_move.ub2gm_window(a["src"], shapes[a["dst"]], **sizes))
+    window = ub_move.ub2gm_window(a["src"], shapes[a["dst"]], **sizes)
+    return [*ops.offset_faults(*window), *_region_faults(a["src"], a)]
 
 
 def _l1_faults(name):

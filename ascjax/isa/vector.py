@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+
 from ..core import Buffer, CoreKind, InstrKind, Pipe
 from ..core._memory import Tile
 from ..engine import vector_cycles
 from . import ops
 from ._instruction import Instruction, Operand
+from .ops.valid import valid_elements, valid_faults
 
 UB = (Buffer.UB,)
 OUT = Operand("out", UB, write=True)
@@ -27,18 +30,31 @@ def _priced(ins: tuple, transcendental: bool):
     def cycles(c, a, gm):
         tiles = [a["out"], *(a[p] for p in ins if isinstance(a[p], Tile))]
         elements = max(t.rows * t.cols for t in tiles)
+        if a.get("valid") is not None:  # a tail: the region's elements
+            elements = valid_elements(a["valid"], None)
         itemsize = max(t.np_dtype.itemsize for t in tiles) if len(tiles) > 1 else FILL_ITEMSIZE
         return vector_cycles(c, elements, itemsize, transcendental)
 
     return cycles
 
 
-def _vector(name, data, summary, ins, *, bound=()):
+def _valid_faults(region_of: str):
+    """The traced valid region's BOUNDS faults, against the tile ``region_of`` names."""
+
+    def faults(chip, a, shapes):
+        tile = a[region_of]
+        return valid_faults(a.get("valid"), (tile.rows, tile.cols))
+
+    return faults
+
+
+def _vector(name, data, summary, ins, *, bound=(), region_of="out"):
     transcendental = bool(bound) and bound[0] in ops.vector.TRANSCENDENTAL
     return Instruction(
         name, data, InstrKind.VECTOR, CoreKind.VECTOR, Pipe.V, summary,
         operands=(OUT, *(Operand(p, UB) for p in ins)), bound=bound,
         cost=SLOW_COST if transcendental else FAST_COST, cycles=_priced(ins, transcendental),
+        faults=_valid_faults(region_of) if "valid" in inspect.signature(data).parameters else None,
     )  # fmt: skip
 
 
@@ -48,7 +64,7 @@ _BINARY = [
 ]
 _UNARY = [_vector(k, ops.unary, f"out = {k}(src) elementwise", ("src",), bound=(k,)) for k in ops.vector.UNARY]
 _REDUCE = [
-    _vector(f"{axis}_{k}", fn, f"the {axis} {k} of src into a {shape} tile", ("src",), bound=(k,))
+    _vector(f"{axis}_{k}", fn, f"the {axis} {k} of src into a {shape} tile", ("src",), bound=(k,), region_of="src")
     for axis, fn, shape in (("row", ops.reduce_rows, "[rows, 1]"), ("col", ops.reduce_cols, "[1, cols]"))
     for k in ops.vector.REDUCE
 ]
@@ -56,6 +72,24 @@ _EXPAND = [
     _vector(f"expand_{k}", ops.expand, f"out = src {k} vec, vec a row or column broadcast", ("src", "vec"), bound=(k,))
     for k in ("add", "sub", "mul", "div")
 ]
+
+
+def _vector_function_cycles(c, a, gm):
+    """Estimate: one pass over the largest tile the function touches, at the V pipe's streaming rate (its register
+    program's own length is not counted)."""
+    tiles = (*a["reads"], *a["writes"])
+    if not tiles:
+        return c.vector_fixed_cycles
+    largest = max(tiles, key=lambda t: t.rows * t.cols)
+    return vector_cycles(c, largest.rows * largest.cols, largest.np_dtype.itemsize, False)
+
+
+VECTOR_FUNCTION = Instruction(
+    "vector_function", ops.vector_function, InstrKind.VECTOR, CoreKind.VECTOR, Pipe.V,
+    "a vector function (pl.vector_function): register code over the UB tiles it loads and stores",
+    operands=(Operand("reads", UB), Operand("writes", UB, write=True)), cost=FAST_COST,
+    cycles=_vector_function_cycles,
+)  # fmt: skip
 INSTRUCTIONS = tuple(
     (instr, routes)
     for instr, routes in (
@@ -63,5 +97,6 @@ INSTRUCTIONS = tuple(
         (_vector("copy_ub2ub", ops.copy, "a UB -> UB copy of the same element count", ("src",)), ((UB[0], UB[0]),)),
         (_vector("fill", ops.fill, "out[:] = value", ()), ()),
         (_vector("cast", ops.cast, "out = src in out's dtype, rounded by mode", ("src",)), ()),
+        (VECTOR_FUNCTION, ()),
     )
 )

@@ -18,9 +18,11 @@ import numpy as np
 from ..core import _dtypes as dtypes
 from ..front._tracing import record_kernel
 from ..front.pypto import GmTensor, Runtime, TensorSpec, Translation, UnsupportedConstruct
+from ..front.pypto._gm_tensor import GM_CONTENTS, GM_WRITES, view_2d
 from ..front.pypto._types import DYNAMIC, dtype_name
-from ..front.pypto.language import AUTO_MUTEX, GM_WRITES
+from ..front.pypto.language import AUTO_MUTEX
 from ..runner import launch, run
+from .runtime.tilingkey import TilingKeyError, TilingKeySchema
 
 #: where set (a list), every kernel call appends ``(kernel name, result)``: a test runner reports the verdicts
 RUNS: contextvars.ContextVar = contextvars.ContextVar("runs", default=None)
@@ -32,19 +34,21 @@ def jit(target=None, *, arch=None, auto_mutex: bool = True, name=None, pipeline=
         datatype=None, compile_timeout=None, **unknown):  # fmt: skip
     """``@pl.jit`` / ``@pl.jit(arch=, auto_mutex=, ...)``: the kernel as a ``JitKernel``.
 
-    ``name`` and ``compile_timeout`` concern the device build and change nothing here; ``pipeline``,
-    ``tiling_key`` and ``datatype`` specialisations are refused by name (not modelled yet).
+    ``name`` and ``compile_timeout`` concern the device build and change nothing here. ``tiling_key=Cls`` (a class
+    of ``TilingKeyField``s) makes the kernel one per key, launched as ``kernel[stream, block_dim, {field: value}]``;
+    ``pipeline`` and ``datatype`` specialisations are refused by name (not modelled yet).
     """
     if unknown:
         raise TypeError(f"rule 'jit': pl.jit has no option {', '.join(map(repr, sorted(unknown)))}")
-    for option, value in (("pipeline", pipeline), ("tiling_key", tiling_key), ("datatype", datatype)):
+    schema = None if tiling_key is None else TilingKeySchema(tiling_key)
+    for option, value in (("pipeline", pipeline), ("datatype", datatype)):
         if value is not None:
             raise UnsupportedConstruct(f"rule 'jit': pl.jit({option}=...) is not modelled yet")
     if arch not in ARCHES:
         raise ValueError(f"rule 'jit': arch={arch!r} is not one of {sorted(a for a in ARCHES if a)}")
 
     def wrap(fn):
-        return JitKernel(fn, chip=ARCHES[arch], auto_mutex=auto_mutex)
+        return JitKernel(fn, chip=ARCHES[arch], auto_mutex=auto_mutex, tiling_key=schema)
 
     return wrap if target is None else wrap(target)
 
@@ -61,29 +65,40 @@ def _as_array(value) -> np.ndarray:
     return np.asarray(value)
 
 
+def _same_bits(given: np.dtype, declared: np.dtype) -> bool:
+    """Integers of one width (int32 data passed for a DT_UINT32 tensor): the same GM bytes, read as declared."""
+    return given.kind in "iu" and declared.kind in "iu" and given.itemsize == declared.itemsize
+
+
 def _write_back(target, out: np.ndarray) -> None:
-    """The kernel's output into the caller's array or tensor, as the device writes its GM."""
+    """The kernel's output into the caller's array or tensor, as the device writes its GM (its bytes, in the
+    caller's dtype where that is an integer type of the same width)."""
     if hasattr(target, "copy_"):  # a torch tensor
         import torch
 
         bits = out.view(np.int16) if out.dtype == dtypes.to_numpy_dtype("bfloat16") else out
         source = torch.from_numpy(np.array(bits))
-        target.copy_(source.view(torch.bfloat16) if bits is not out else source)
+        if bits is not out:
+            source = source.view(torch.bfloat16)
+        elif source.dtype != target.dtype and source.element_size() == target.element_size():
+            source = source.view(target.dtype)
+        target.copy_(source)
     elif isinstance(target, np.ndarray) and target.flags.writeable:
-        np.copyto(target, out)
+        np.copyto(target, out.view(target.dtype) if _same_bits(target.dtype, out.dtype) else out)
 
 
 class JitKernel:
     """A PyPTO-Pro kernel under ``@pl.jit``: call it to run one block, index it to launch several."""
 
-    def __init__(self, fn, *, chip: str, auto_mutex: bool):
+    def __init__(self, fn, *, chip: str, auto_mutex: bool, tiling_key: TilingKeySchema | None = None):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.chip = chip
         self.auto_mutex = auto_mutex
+        self.tiling_key = tiling_key
         self.signature = inspect.signature(fn)
         self._translation: Translation | None = None
-        self._programs: dict = {}  # (shapes, scalars, block_dim) -> (the Program kernel, its written tensors)
+        self._programs: dict = {}  # (shapes, scalars, block_dim, key) -> (the Program kernel, its written tensors)
         self.last_result = None
 
     @functools.cached_property
@@ -95,18 +110,27 @@ class JitKernel:
     @property
     def translation(self) -> Translation:
         if self._translation is None:
-            self._translation = Translation(self.fn)
+            names = () if self.tiling_key is None else self.tiling_key.names
+            self._translation = Translation(self.fn, constants=names)
         return self._translation
 
     def __call__(self, *args, **kwargs):
+        if self.tiling_key is not None:
+            raise TilingKeyError(
+                f"rule 'tiling key': {self.__name__} has a tiling key ({self.tiling_key.cls.__name__}): launch it as "
+                f"{self.__name__}[stream, block_dim, {{...}}](...)"
+            )
         return self._launch(None, args, kwargs)
 
-    def __getitem__(self, key):
-        """``kernel[stream, block_dim]``: launch on ``block_dim`` blocks (the stream is the caller's)."""
-        if not isinstance(key, tuple) or len(key) != 2:
-            raise TypeError(f"launch a kernel as kernel[stream, block_dim](...), got kernel[{key!r}]")
-        _, block_dim = key
-        return lambda *args, **kwargs: self._launch(int(block_dim), args, kwargs)
+    def __getitem__(self, launch):
+        """``kernel[stream, block_dim]``: launch on ``block_dim`` blocks (the stream is the caller's);
+        ``kernel[stream, block_dim, key]`` for a kernel with a tiling key."""
+        form = "kernel[stream, block_dim]" if self.tiling_key is None else "kernel[stream, block_dim, {field: value}]"
+        if not isinstance(launch, tuple) or len(launch) != (2 if self.tiling_key is None else 3):
+            raise TypeError(f"launch {self.__name__} as {form}(...), got {self.__name__}[{launch!r}]")
+        block_dim = int(launch[1])
+        key = None if self.tiling_key is None else self.tiling_key.check(launch[2])
+        return lambda *args, **kwargs: self._launch(block_dim, args, kwargs, key)
 
     def arrays(self, args: tuple, kwargs: dict) -> tuple[dict, dict, dict]:
         """The arguments: GM tensors as arrays (checked against their annotations), the rest as values, and the
@@ -124,64 +148,64 @@ class JitKernel:
             shape_ok = len(arr.shape) == len(spec.shape) and all(
                 d == DYNAMIC or d == a for d, a in zip(spec.shape, arr.shape)
             )
+            if arr.dtype != want and _same_bits(arr.dtype, want):  # GM holds bytes: int32 data for a DT_UINT32
+                arr = arr.view(want)
             if not shape_ok or arr.dtype != want:
                 raise TypeError(
                     f"rule 'tensor argument': {name} is declared {spec} but got a {list(arr.shape)} {arr.dtype} array"
                 )
-            if arr.ndim != 2:
-                raise UnsupportedConstruct(f"rule 'tensor rank': {name} is {arr.ndim}-D; ascjax's GM tensors are 2-D")
+            if arr.ndim == 0:
+                raise UnsupportedConstruct(f"rule 'tensor rank': {name} is a 0-D tensor; pass a scalar argument")
             arrays[name], given[name] = arr, value
         return arrays, scalars, given
 
-    def program(self, arrays: dict, scalars: dict, block_dim: int | None):
-        """The kernel as a function of a ``Program`` for these shapes and values, and the tensors it stores to."""
-        key = (tuple((n, a.shape, str(a.dtype)) for n, a in arrays.items()), repr(sorted(scalars.items())), block_dim)
+    def program(self, arrays: dict, scalars: dict, block_dim: int | None, tiling_key: dict | None = None):
+        """The kernel as a function of a ``Program`` for these shapes and values (and tiling key), and the tensors
+        it stores to."""
+        shapes = tuple((n, a.shape, str(a.dtype)) for n, a in arrays.items())
+        key = (shapes, repr(sorted(scalars.items())), block_dim, repr(sorted((tiling_key or {}).items())))
         if key not in self._programs:
             handles = {name: GmTensor(name, tuple(a.shape), str(a.dtype)) for name, a in arrays.items()}
+            views = {name: (view_2d(a.shape), a.dtype) for name, a in arrays.items()}
             translation, auto_mutex = self.translation, self.auto_mutex
 
             def kernel(k):
                 token = AUTO_MUTEX.set(auto_mutex)
                 try:
-                    Runtime(translation).run({**handles, **scalars})
+                    Runtime(translation, constants=tiling_key).run({**handles, **scalars})
                 finally:
                     AUTO_MUTEX.reset(token)
 
             kernel.__name__ = kernel.__qualname__ = self.fn.__name__
             writes: set = set()
             token = GM_WRITES.set(writes)
+            contents = GM_CONTENTS.set({name: a.reshape(views[name][0]) for name, a in arrays.items()})
             try:  # one recording with every tensor writable tells which ones the kernel stores to
                 block = None if block_dim is None else {"block_idx": np.int32(0), "block_num": block_dim}
-                record_kernel(
-                    kernel, {}, {n: (a.shape, a.dtype) for n, a in arrays.items()}, chip=self.chip, block=block
-                )
+                record_kernel(kernel, {}, views, chip=self.chip, block=block)
             finally:
                 GM_WRITES.reset(token)
+                GM_CONTENTS.reset(contents)
             self._programs[key] = (kernel, frozenset(writes))
         return self._programs[key]
 
-    def outputs(self, *args, block_dim: int | None = None, **kwargs) -> frozenset:
+    def outputs(self, *args, block_dim: int | None = None, tiling_key: dict | None = None, **kwargs) -> frozenset:
         """The tensors the kernel stores to when called with these arguments (its outputs)."""
         arrays, scalars, _ = self.arrays(args, kwargs)
-        return self.program(arrays, scalars, block_dim)[1]
+        return self.program(arrays, scalars, block_dim, tiling_key)[1]
 
-    def _launch(self, block_dim: int | None, args: tuple, kwargs: dict):
+    def _launch(self, block_dim: int | None, args: tuple, kwargs: dict, tiling_key: dict | None = None):
         arrays, scalars, given = self.arrays(args, kwargs)
-        kernel, written = self.program(arrays, scalars, block_dim)
-        for name in sorted(written):
-            if np.any(arrays[name] != 0):
-                raise UnsupportedConstruct(
-                    f"rule 'output contents': tensor `{name}` is stored to by the kernel and was passed holding "
-                    "non-zero data: ascjax starts a kernel's outputs at zero (pass zeros, as torch.zeros)"
-                )
-        inputs = {n: a for n, a in arrays.items() if n not in written}
-        outputs = {n: (a.shape, a.dtype) for n, a in arrays.items() if n in written}
+        kernel, written = self.program(arrays, scalars, block_dim, tiling_key)
+        # an output passed holding data starts from it (what the kernel does not store keeps it, as on the device)
+        inputs = {n: a.reshape(view_2d(a.shape)) for n, a in arrays.items() if n not in written or np.any(a != 0)}
+        outputs = {n: (view_2d(a.shape), a.dtype) for n, a in arrays.items() if n in written}
         if block_dim is None:
             result = run(kernel, inputs, outputs, chip=self.chip)
         else:
             result = launch(kernel, inputs, outputs, block_dim=block_dim, chip=self.chip)
         for name in written:
-            _write_back(given[name], np.asarray(result.outputs[name]))
+            _write_back(given[name], np.asarray(result.outputs[name]).reshape(arrays[name].shape))
         self.last_result = result
         runs = RUNS.get()
         if runs is not None:

@@ -458,7 +458,7 @@ def _launch_after_control(kernel, chip: Chip, options: Options, costs, inputs: d
     data plane in the order ``first`` (the first pass) ran it, folded into the merge, and the launch's result, its
     ``priced`` records and ``controls`` those of the last pass (``_control_passes``)."""
     names = tuple(name for name, _ in outputs)
-    initial = initial_gm({}, outputs)
+    initial = initial_gm({n: x for n, x in inputs.items() if n in names}, outputs)
     granule_bytes = options.gm_granule_bytes
 
     def data_block(x):
@@ -537,7 +537,7 @@ def _launch_data(kernel, chip: Chip, options: Options, inputs: dict, outputs: tu
     ``ran``: per block, the instances its control plane started (None: all, in every block). ``index`` finds an
     issue's instance in both. ``private``: the loops private in every block (``PrivateLoops.common``)."""
     names = tuple(name for name, _ in outputs)
-    initial = initial_gm({}, outputs)
+    initial = initial_gm({n: x for n, x in inputs.items() if n in names}, outputs)
 
     def run_block(x):
         b, order, racy_b, ran_b = x

@@ -180,7 +180,7 @@ def run(
     - ``kernel``: a function of a ``ascjax.Program`` ``k`` (and ``params``) that allocates
       tiles and issues ops.
     - ``inputs``: GM input tensors by name; ``outputs``: GM output tensors as ``name: (shape, dtype)``
-      (zero-filled before the run).
+      (zero-filled before the run, or holding the input of the same name: an output updated in place).
     - ``params``: extra keyword arguments for the kernel; arrays among them are traced, so a
       ``jax.vmap`` over them sweeps scenarios with one compilation (under a ``vmap`` alone, of the data plane: each
       distinct scenario's control plane runs as a single run's while that costs less than compiling it batched).

@@ -19,7 +19,13 @@ from ..core import _dtypes as dtypes
 from ..front.pypto._types import DYNAMIC, dtype_name
 
 #: the module names a PyPTO-Pro file imports, and ascjax's modules that stand for them
-ALIASES = {"pypto_pro": pypto_pro, "pypto_pro.language": pypto_pro.language, "pypto": pypto_pro.framework}
+ALIASES = {
+    "pypto_pro": pypto_pro,
+    "pypto_pro.language": pypto_pro.language,
+    "pypto_pro.runtime": pypto_pro.runtime,
+    "pypto_pro.runtime.tilingkey": pypto_pro.runtime.tilingkey,
+    "pypto": pypto_pro.framework,
+}
 
 
 @contextlib.contextmanager

@@ -3,7 +3,8 @@
 A test builds its tensors on ``"npu:0"``, calls the kernel, synchronises and compares with ``torch`` on the CPU.
 Inside ``npu_on_cpu`` a tensor asked for on an NPU is made on the CPU (the factories and ``Tensor.to``
 take ``device="npu:N"`` as the CPU, ``torch.empty`` on an NPU is zeros as the emulator's GM is, ``Tensor.npu()``
-is the tensor itself), and ``torch.npu`` answers as an
+is the tensor itself; ``import torch_npu`` imports a stand-in whose every name is refused), and ``torch.npu`` answers
+as an
 Ascend device: ``set_device`` and ``synchronize`` have nothing to wait for (the emulator has finished when the
 kernel call returns), ``get_device_name`` names the chip the kernels run on. torch is an optional extra
 (``pip install 'ascjax[torch]'``); nothing else of torch changes.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import types
 
 #: torch's factories that take ``device=`` (the ones PyPTO-Pro test files call)
@@ -42,6 +44,26 @@ def _npu_namespace(chip: str) -> types.SimpleNamespace:
         is_available=lambda: True,
         manual_seed=lambda seed: None,
     )
+
+
+class UnmappedTorchNpu(AttributeError):
+    """A name of ``torch_npu`` ascjax does not map (NPU tensor formats, NPU operators)."""
+
+
+def _torch_npu_module() -> types.ModuleType:
+    """``import torch_npu``: the import a test makes to register the NPU backend (``npu_on_cpu`` stands for it);
+    any name used from it is refused by name."""
+    module = types.ModuleType("torch_npu", "torch_npu on the CPU (ascjax): the import registers nothing to register")
+
+    def missing(name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise UnmappedTorchNpu(
+            f"torch_npu.{name} is not mapped by ascjax (NPU tensor formats and operators have no CPU stand-in)"
+        )
+
+    module.__getattr__ = missing
+    return module
 
 
 @contextlib.contextmanager
@@ -74,9 +96,11 @@ def npu_on_cpu(chip: str = "950"):
             kwargs["device"] = _on_cpu(kwargs["device"])
         return saved_to(self, *args, **kwargs)
 
+    saved_module = sys.modules.get("torch_npu")
     try:
         for name, fn in saved.items():
             setattr(torch, name, factory(name, fn))
+        sys.modules["torch_npu"] = _torch_npu_module()
         torch.npu = _npu_namespace(chip)
         torch.Tensor.to = to
         torch.Tensor.npu = lambda self, *args, **kwargs: self
@@ -84,6 +108,10 @@ def npu_on_cpu(chip: str = "950"):
     finally:
         for name, fn in saved.items():
             setattr(torch, name, fn)
+        if saved_module is None:
+            sys.modules.pop("torch_npu", None)
+        else:
+            sys.modules["torch_npu"] = saved_module
         if saved_npu is None:
             del torch.npu
         else:

@@ -2,8 +2,8 @@
 with the surface of ``pypto_pro.language`` (``language``)."""
 
 from . import language as language
+from ._gm_tensor import GmTensor as GmTensor
 from ._runtime import Runtime as Runtime
 from ._source import Translation as Translation
 from ._source import UnsupportedConstruct as UnsupportedConstruct
-from ._types import GmTensor as GmTensor
 from ._types import TensorSpec as TensorSpec

@@ -10,6 +10,7 @@ read, as PyPTO-Pro evaluates it.
 
 from __future__ import annotations
 
+import builtins
 import contextvars
 import dataclasses
 import functools
@@ -19,6 +20,7 @@ import jax.numpy as jnp
 
 from .. import _carried as carried
 from .._program import current
+from . import _struct
 from ._source import Translation, UnsupportedConstruct, _free_values
 
 #: the variable a ``make_tile`` result is being assigned to (the tile's name in reports)
@@ -59,6 +61,26 @@ class RangeSpec:
         )
 
 
+#: the most iterations a ``while`` loop may run while it is read (one that never ends is refused, not hung)
+WHILE_ITERATIONS_LIMIT = 1 << 16
+
+
+class _Jump(Exception):
+    """A ``break``, ``continue`` or early ``return`` on its way to the loop or function it leaves."""
+
+    def __init__(self, word: str, line: int, value=None):
+        super().__init__(word)
+        self.word, self.line, self.value = word, line, value
+
+
+def _traced_jump(jump: _Jump, where: str) -> UnsupportedConstruct:
+    return UnsupportedConstruct(
+        f"rule 'construct': '{jump.word}' at line {jump.line} is taken {where}: ascjax records that as every path "
+        "at once, so a jump there is not modelled; decide it on static values (a pl.range loop with static bounds "
+        "unrolls) or guard the rest of the body with the if"
+    )
+
+
 def traced(value) -> bool:
     return isinstance(value, jax.core.Tracer)
 
@@ -70,19 +92,70 @@ def _ceil_div(a, b):
 class Runtime:
     """One trace of a kernel rewritten by ``_source.Translation``."""
 
-    def __init__(self, translation: Translation):
+    def __init__(self, translation: Translation, constants: dict | None = None):
         self.translation = translation
+        self.constants = dict(constants or {})  # the launch's tiling-key fields, a name in every function
 
     def run(self, arguments: dict):
         """Declare the slots, bind ``arguments`` (the kernel's parameters by name) and run the kernel's body."""
         kernel = self.translation.kernel
         carried.declare(current(), self.translation.n_slots)
-        env = Env({**_free_values(kernel.function), **arguments})
+        self.struct_pool = _struct.reserve() if self.translation.makes_structs else None
+        env = Env({**self.constants, **_free_values(kernel.function), **arguments})
         token = AIV_ONLY.set(self.translation.aiv_only)
         try:
-            return kernel.code(self, env)
+            return self._returned(kernel.code, env)
         finally:
             AIV_ONLY.reset(token)
+
+    def _returned(self, code, env: Env):
+        """Run a rewritten function; an early ``return`` gives its value."""
+        try:
+            return code(self, env)
+        except _Jump as jump:
+            if jump.word != "return":
+                raise _traced_jump(jump, "outside any loop") from None
+            return jump.value
+
+    # -- jumps -------------------------------------------------------------------------
+    @staticmethod
+    def break_(line: int):
+        raise _Jump("break", line)
+
+    @staticmethod
+    def continue_(line: int):
+        raise _Jump("continue", line)
+
+    @staticmethod
+    def return_(value, line: int):
+        raise _Jump("return", line, value)
+
+    @staticmethod
+    def _iterate(body, env: Env) -> bool:
+        """One iteration of a loop run as Python: False once it breaks (a ``return`` goes on out)."""
+        try:
+            body(env)
+        except _Jump as jump:
+            if jump.word == "return":
+                raise
+            return jump.word == "continue"
+        return True
+
+    def while_(self, test, body, env: Env, line: int) -> None:
+        """``while`` on a static condition, run as Python."""
+        for _ in builtins.range(WHILE_ITERATIONS_LIMIT):
+            go = test()
+            if traced(go):
+                raise UnsupportedConstruct(
+                    f"rule 'construct': the 'while' condition at line {line} is a run-time value: ascjax records a "
+                    "loop with a trip count it knows; write 'for i in pl.range(n)' with the count"
+                )
+            if not go or not self._iterate(body, env):
+                return
+        raise UnsupportedConstruct(
+            f"rule 'construct': the 'while' loop at line {line} ran {WHILE_ITERATIONS_LIMIT} iterations without "
+            "ending: its condition never turns false"
+        )
 
     # -- sections ----------------------------------------------------------------------
     def with_(self, ctx, body, env: Env, line: int) -> None:
@@ -95,12 +168,25 @@ class Runtime:
         # the names, and the trace's settings (auto_mutex, ...), as the section sees them where it is written: it
         # may run later, after the kernel's body has returned
         snapshot, settings = Env(env), contextvars.copy_context()
+
+        pool = self.struct_pool
+
+        def run():  # a return inside the section ends the core's program
+            token = _struct.SECTION_POOL.set(None if pool is None else [pool, pool + _struct.SECTION_STRUCT_SLOTS])
+            try:
+                body(Env(snapshot))
+            except _Jump as jump:
+                if jump.word != "return":
+                    raise _traced_jump(jump, "outside any loop") from None
+            finally:
+                _struct.SECTION_POOL.reset(token)
+
         if ctx.core == "cube":
-            k.section_cube(lambda: settings.copy().run(body, Env(snapshot)))
+            k.section_cube(lambda: settings.copy().run(run))
         else:
             # an AIV-only kernel's block is one vector core: AIV0 runs the section (PyPTO-Pro's get_subblock_num 1)
             subblocks = (0,) if AIV_ONLY.get() else (0, 1)
-            k.section_vector(lambda sub: settings.copy().run(body, Env(snapshot)), subblocks=subblocks)
+            k.section_vector(lambda sub: settings.copy().run(run), subblocks=subblocks)
 
     # -- loops -------------------------------------------------------------------------
     def _carry(self, env: Env, slots: tuple, exclude: set, line: int) -> list:
@@ -151,11 +237,19 @@ class Runtime:
     def _names(target) -> set:
         return {target} if isinstance(target, str) else set().union(*map(Runtime._names, target))
 
-    def for_(self, iterable, body, env: Env, target, slots: tuple, line: int) -> None:
+    def for_(self, iterable, body, env: Env, target, slots: tuple, line: int, jumps: bool = False) -> None:
+        if isinstance(iterable, RangeSpec) and jumps:  # a recorded loop cannot stop early: unrolled, if it can be
+            if any(traced(v) or not isinstance(v, int) for v in (iterable.start, iterable.stop, iterable.step)):
+                raise UnsupportedConstruct(
+                    f"rule 'construct': the pl.range loop at line {line} breaks or continues and its bounds are "
+                    "run-time values: ascjax unrolls such a loop, which needs static bounds"
+                )
+            iterable = builtins.range(iterable.start, iterable.stop, iterable.step)
         if not isinstance(iterable, RangeSpec):  # Python iteration, unrolled as it is read
             for value in iterable:
                 self._bind(env, target, value)
-                body(env)
+                if not self._iterate(body, env):
+                    return
             return
         k = current()
         start, stop, step = iterable.start, iterable.stop, iterable.step
@@ -181,24 +275,34 @@ class Runtime:
             inner = Env(env)
             self._load(k, inner, carry)
             self._bind(inner, target, start + i * step)
-            body(inner)
+            try:
+                body(inner)
+            except _Jump as jump:
+                raise _traced_jump(jump, f"in the pl.range loop at line {line}, recorded once for every trip") from None
             self._store(k, inner, carry, line)
 
         k.range(n, iteration, count=count)
         self._load(k, env, carry)
 
     # -- branches ----------------------------------------------------------------------
-    def if_(self, test, then, orelse, env: Env, slots: tuple, line: int) -> None:
+    @staticmethod
+    def _static_branch(test, then, orelse, env: Env, line: int) -> bool:
+        """Run the arm a static ``test`` takes, as Python (True); for a traced one check it is a scalar (False)."""
         if not traced(test):
             if bool(test):
                 then(env)
             elif orelse is not None:
                 orelse(env)
-            return
+            return True
         if jnp.ndim(test) != 0:
             raise TypeError(
                 f"rule 'if': the condition at line {line} is an array of shape {jnp.shape(test)}, not a scalar"
             )
+        return False
+
+    def if_(self, test, then, orelse, env: Env, slots: tuple, line: int) -> None:
+        if self._static_branch(test, then, orelse, env, line):
+            return
         k = current()
         carry = self._carry(env, slots, set(), line)
         self._store(k, env, carry, line)
@@ -208,7 +312,10 @@ class Runtime:
                 inner = Env(env)
                 self._load(k, inner, carry)
                 if block is not None:
-                    block(inner)
+                    try:
+                        block(inner)
+                    except _Jump as jump:
+                        raise _traced_jump(jump, f"under the if on a run-time value at line {line}") from None
                 self._store(k, inner, carry, line)
 
             return run
@@ -288,5 +395,5 @@ class Runtime:
             return fn(*args, **kwargs)
         bound = translated.params.bind(*args, **kwargs)
         bound.apply_defaults()
-        env = Env({**_free_values(fn), **bound.arguments})
-        return translated.code(self, env)
+        env = Env({**self.constants, **_free_values(fn), **bound.arguments})
+        return self._returned(translated.code, env)

@@ -8,12 +8,14 @@ front end's runtime (``_runtime.Runtime``) that keeps the written form's meaning
 - ``if`` on a traced scalar records both arms, each where it is taken; on a static value, Python's ``if``;
 - names a loop or branch rebinds ride in carried-value slots (``ascjax.front._carried``), declared before the
   kernel's first op;
-- ``a if c else b``, ``and``, ``or`` and ``not`` on traced scalars select rather than branch.
+- ``a if c else b``, ``and``, ``or`` and ``not`` on traced scalars select rather than branch;
+- ``while``, ``break``, ``continue`` and an early ``return`` run as Python while what decides them is static
+  (a ``pl.range`` loop with static bounds whose body jumps is unrolled); one a traced value decides is refused.
 
 Every name local to the kernel lives in one environment (``__v``), so the blocks become functions without
 ``nonlocal``. The rewritten code is compiled under the kernel's file and line numbers, so a report, an error
-and a traceback name the user's line. What has no meaning here (``while``, ``break``, a nested ``def``) is
-refused naming the construct and its line.
+and a traceback name the user's line. What has no meaning here (a nested ``def``, ``try``) is refused naming
+the construct and its line.
 """
 
 from __future__ import annotations
@@ -151,6 +153,12 @@ class _Rewriter(ast.NodeTransformer):
             )
         return node
 
+    def visit_AnnAssign(self, node: ast.AnnAssign):
+        """``x: pl.DT_INT32 = 0``: the annotation types the scalar on the device; here the value is bound as is."""
+        if node.value is None:
+            return ast.copy_location(ast.Pass(), node)
+        return self.visit(ast.copy_location(ast.Assign([node.target], node.value), node))
+
     def visit_Call(self, node: ast.Call):
         original = node.func
         node = self.generic_visit(node)
@@ -185,13 +193,10 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(fn, anchor), name
 
     def _check_jumps(self, stmts: list, where: str) -> None:
-        for stmt in stmts:
-            for node in ast.walk(stmt):
-                if isinstance(node, (ast.Break, ast.Continue)):
-                    word = "break" if isinstance(node, ast.Break) else "continue"
-                    raise _refuse(node, self.filename, f"'{word}' in {where}", "guard the rest of the body with an if")
-                if isinstance(node, ast.Return):
-                    raise _refuse(node, self.filename, f"'return' in {where}", "return at the end of the function")
+        """Refuse a ``break`` / ``continue`` that would leave a section (a section is no loop)."""
+        for node in _own_jumps(stmts):
+            word = "break" if isinstance(node, ast.Break) else "continue"
+            raise _refuse(node, self.filename, f"'{word}' in {where}", "break out of a loop inside the section")
 
     def _target(self, node: ast.expr, where: ast.AST) -> ast.expr:
         if isinstance(node, ast.Name):
@@ -210,15 +215,22 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(stmt, ast.For):
             if stmt.orelse:
                 raise _refuse(stmt, self.filename, "'for ... else'", "move the else block after the loop")
-            self._check_jumps(stmt.body, "a loop body")
             slots = self._slots(stmt.body)
             target = self._target(stmt.target, stmt)
             iterable = self.visit(stmt.iter)
+            jumps = ast.Constant(_jumps_anywhere(stmt.body))
             fn, name = self._block("for", stmt.body, stmt)
-            call = self._call_stmt("for_", [iterable, ast.Name(name, ast.Load()), env, target, slots, line], stmt)
-            return [fn, call]
+            args = [iterable, ast.Name(name, ast.Load()), env, target, slots, line, jumps]
+            return [fn, self._call_stmt("for_", args, stmt)]
+        if isinstance(stmt, ast.While):
+            if stmt.orelse:
+                raise _refuse(stmt, self.filename, "'while ... else'", "move the else block after the loop")
+            test = self._thunk(self.visit(stmt.test))
+            fn, name = self._block("while", stmt.body, stmt)
+            return [fn, self._call_stmt("while_", [test, ast.Name(name, ast.Load()), env, line], stmt)]
+        if isinstance(stmt, (ast.Break, ast.Continue)):
+            return [self._call_stmt("break_" if isinstance(stmt, ast.Break) else "continue_", [line], stmt)]
         if isinstance(stmt, ast.If):
-            self._check_jumps([*stmt.body, *stmt.orelse], "an if block")
             slots = self._slots([*stmt.body, *stmt.orelse])
             test = self.visit(stmt.test)
             then, then_name = self._block("then", stmt.body, stmt)
@@ -241,11 +253,11 @@ class _Rewriter(ast.NodeTransformer):
             fn, name = self._block("with", body, stmt)
             return [*before, fn, self._call_stmt("with_", [ctx, ast.Name(name, ast.Load()), env, line], stmt)]
         if isinstance(stmt, ast.Return):
-            if not last_of_function:
-                raise _refuse(stmt, self.filename, "an early 'return'", "return at the end of the function")
-            return [self.visit(stmt)]
+            if last_of_function:
+                return [self.visit(stmt)]
+            value = self.visit(stmt.value) if stmt.value is not None else ast.Constant(None)
+            return [self._call_stmt("return_", [value, line], stmt)]
         refused = {
-            ast.While: ("a 'while' loop", "write 'for i in pl.range(n)' with the trip count"),
             ast.AsyncFor: ("'async for'", "use 'for i in pl.range(n)'"),
             ast.Try: ("'try'", "let errors propagate"),
             ast.FunctionDef: ("a function defined inside the kernel", "define it at module level and call it"),
@@ -254,13 +266,46 @@ class _Rewriter(ast.NodeTransformer):
             ast.Global: ("'global'", "pass the value as an argument"),
             ast.Nonlocal: ("'nonlocal'", "pass the value as an argument"),
             ast.Delete: ("'del'", "let the name go out of use"),
-            ast.Break: ("'break'", "guard the rest of the body with an if"),
-            ast.Continue: ("'continue'", "guard the rest of the body with an if"),
         }
         for kind, (what, instead) in refused.items():
             if isinstance(stmt, kind):
                 raise _refuse(stmt, self.filename, what, instead)
         return [self.visit(stmt)]
+
+
+def _jumps_anywhere(stmts: list) -> bool:
+    """Whether ``stmts`` break, continue or return anywhere (their nested loops included): a ``pl.range`` loop
+    around such a body is unrolled, so the values that decide the jumps are static where they can be."""
+    jumps = (ast.Break, ast.Continue, ast.Return)
+    found = False
+
+    def visit(node):
+        nonlocal found
+        if isinstance(node, jumps):
+            found = True
+        elif not isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+
+    for stmt in stmts:
+        visit(stmt)
+    return found
+
+
+def _own_jumps(stmts: list) -> list:
+    """The ``break`` / ``continue`` statements of ``stmts`` that leave them (not those of a loop nested inside)."""
+    found = []
+
+    def visit(node):
+        if isinstance(node, (ast.Break, ast.Continue)):
+            found.append(node)
+        elif not isinstance(node, (ast.For, ast.While, ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+
+    for stmt in stmts:
+        visit(stmt)
+    return found
 
 
 #: the calls that declare tiles: PyPTO-Pro allocates them where they are written, ascjax before the sections
@@ -336,10 +381,12 @@ def _free_values(fn) -> dict:
 class Translation:
     """A kernel and the helpers it calls, rewritten; their carried-value slots numbered apart (``n_slots`` in all)."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, constants: tuple = ()):
+        self.constants = frozenset(constants)  # names every function reads as the launch's values (tiling keys)
         self.functions: dict = {}  # code object -> Translated
         self.n_slots = 0
         self.sections: set[str] = set()  # the section kinds the kernel and its helpers write ("cube", "vector")
+        self.makes_structs = False  # the kernel or a helper calls pl.struct / pl.struct_array
         self.kernel = self._translate(kernel, stack=())
 
     @property
@@ -358,8 +405,10 @@ class Translation:
             kind = _callee(item.context_expr)
             if kind in ("section_cube", "section_vector"):
                 self.sections.add(kind.removeprefix("section_"))
+        if any(_callee(n) in ("struct", "struct_array") for n in ast.walk(node)):
+            self.makes_structs = True
         params = inspect.signature(fn)
-        local_names = set(params.parameters) | _stored_names(node.body) | set(fn.__code__.co_freevars)
+        local_names = set(params.parameters) | _stored_names(node.body) | set(fn.__code__.co_freevars) | self.constants
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         namespace = {**fn.__globals__, **_free_values(fn)}
         helpers = {n for n in names - local_names if _is_user_function(namespace.get(n))}

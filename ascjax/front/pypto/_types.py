@@ -1,5 +1,4 @@
-"""PyPTO-Pro's declarations: data types, memory spaces, layouts, ``TileType``, ``Tensor[...]`` annotations and
-the GM tensors a kernel receives.
+"""PyPTO-Pro's declarations: data types, memory spaces, layouts, ``TileType``, ``Tensor[...]`` annotations.
 
 Names and spellings are PyPTO-Pro's (``pl.DT_FP16``, ``pl.MemorySpace.Vec``, ``pl.NZ``), so a kernel written
 for ``pypto_pro.language`` reads the same here; each maps onto ascjax's own (dtype names, ``Buffer``,
@@ -69,8 +68,8 @@ class MemorySpace(enum.Enum):
 
 
 class TensorLayout(enum.Enum):
-    """``pl.ND``, ``pl.NZ``, ``pl.ZN``, ``pl.ZZ``, ``pl.NN`` (and ``pl.DN``, a column-major GM view, refused where
-    it would be needed)."""
+    """``pl.ND``, ``pl.NZ``, ``pl.ZN``, ``pl.ZZ``, ``pl.NN`` (and ``pl.DN``, column-major: a one-column or one-row
+    tile in DN is the same bytes as in ND; any other DN view is refused where it would be needed)."""
 
     ND = "ND"
     DN = "DN"
@@ -82,7 +81,9 @@ class TensorLayout(enum.Enum):
     @property
     def format(self) -> Format:
         if self is TensorLayout.DN:
-            raise NotImplementedError("rule 'layout': pl.DN (a column-major view) is not modelled; use ND")
+            raise NotImplementedError(
+                "rule 'layout': pl.DN (a column-major view) is modelled for one-row or one-column tiles; use ND"
+            )
         return Format(self.value)
 
 
@@ -146,6 +147,8 @@ class TileType:
         """The tile's format in ascjax's terms (None: the buffer's default)."""
         if self.layout is None:
             return None
+        if self.layout is TensorLayout.DN and 1 in self.shape:  # one row or column: the same bytes as ND
+            return Format.ND
         fmt = self.layout.format
         if self.buffer is Buffer.L0A and fmt is Format.NZ:  # PyPTO-Pro writes Left tiles as NZ: the chip's A format
             return None
@@ -168,19 +171,28 @@ class Tensor:
     """``pl.Tensor[[shape], dtype]`` in a kernel's signature (a GM tensor parameter)."""
 
     def __class_getitem__(cls, item) -> TensorSpec:
-        if not isinstance(item, tuple) or len(item) != 2:
-            raise TypeError(f"rule 'Tensor': write pl.Tensor[[rows, cols], pl.DT_FP16], got pl.Tensor[{item!r}]")
-        shape, dtype = item
-        return TensorSpec(tuple(shape), dtype)
+        return _annotation("Tensor", TensorSpec, item)
+
+
+def _annotation(kind: str, spec, item):
+    """``pl.<kind>[[shape], dtype]`` as a ``spec``; anything else refused naming the form."""
+    if not isinstance(item, tuple) or len(item) != 2:
+        raise TypeError(f"rule '{kind}': write pl.{kind}[[rows, cols], pl.DT_FP16], got pl.{kind}[{item!r}]")
+    shape, dtype = item
+    return spec(tuple(shape), dtype)
 
 
 @dataclasses.dataclass(frozen=True)
-class GmTensor:
-    """A GM tensor as the kernel sees it: its name (the parameter's), its actual shape and dtype."""
+class TileSpec:
+    """``pl.Tile[[rows, cols], pl.DT_FP32]``: a helper's parameter that is a tile (an annotation: the tile passed
+    carries its own shape and type)."""
 
-    name: str
     shape: tuple
-    dtype: str
+    dtype: object
 
-    def __str__(self) -> str:
-        return f"tensor `{self.name}` {list(self.shape)} {self.dtype}"
+
+class Tile:
+    """``pl.Tile[[shape], dtype]`` in a helper's signature."""
+
+    def __class_getitem__(cls, item) -> TileSpec:
+        return _annotation("Tile", TileSpec, item)

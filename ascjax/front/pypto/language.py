@@ -14,17 +14,26 @@ import contextvars
 import functools
 import types
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ...core import _dtypes as dtypes
 from .. import pl as _pl
 from .._program import current
 from .._sites import spelled
 from . import _auto_mutex as auto_mutex
+from . import _gm_tensor, _struct, _tiles, _vector_function
+from . import vf as _vf
+from ._gm_tensor import GmTensor
 from ._runtime import AIV_ONLY, TILE_NAME, RangeSpec, Section
 from ._source import UnsupportedConstruct
-from ._types import DATA_TYPES, GmTensor, TensorLayout, TileType, dtype_name
+from ._types import DATA_TYPES, TensorLayout, TileType, dtype_name
 from ._types import DYNAMIC as DYNAMIC  # the surface re-exports these
 from ._types import MemorySpace as MemorySpace
 from ._types import ReluPreMode as ReluPreMode
 from ._types import Tensor as Tensor
+from ._types import Tile as Tile
 
 AccPhase = _pl.AccPhase
 STPhase = _pl.STPhase
@@ -44,8 +53,6 @@ N_SUBBLOCKS = 2
 AUTO_MUTEX: contextvars.ContextVar = contextvars.ContextVar("auto_mutex", default=False)
 #: inside an operation's call (the operations it calls in turn are part of it)
 _INSIDE: contextvars.ContextVar = contextvars.ContextVar("inside_operation", default=False)
-#: the GM tensors a trace stores to (the jit learns its outputs from them)
-GM_WRITES: contextvars.ContextVar = contextvars.ContextVar("gm_writes", default=None)
 
 
 def _gm(tensor, what: str) -> str:
@@ -57,9 +64,7 @@ def _gm(tensor, what: str) -> str:
 
 
 def _written(tensor) -> None:
-    writes = GM_WRITES.get()
-    if writes is not None:
-        writes.add(_gm(tensor, "store"))
+    _gm_tensor.written(_gm(tensor, "store"))
 
 
 # -- structure --------------------------------------------------------------------------
@@ -86,6 +91,31 @@ def range(*args, step=None) -> RangeSpec:  # noqa: A001 - PyPTO-Pro's name
 def constexpr(value):
     """``pl.constexpr(cond)``: a condition evaluated while the kernel is read (it is static here)."""
     return value
+
+
+set_validshape = _tiles.set_validshape
+struct = _struct.struct
+struct_array = _struct.struct_array
+
+
+def const(value, dtype):
+    """``pl.const(value, pl.DT_FP32)``: a scalar of that data type."""
+    return np.dtype(dtypes.to_numpy_dtype(dtype_name(dtype))).type(value)
+
+
+def _scalar_fold(python, combine, name: str):
+    def fold(lhs, rhs):
+        if isinstance(lhs, jax.core.Tracer) or isinstance(rhs, jax.core.Tracer):
+            return combine(lhs, rhs)
+        return python(lhs, rhs)
+
+    fold.__name__ = name
+    fold.__doc__ = f"``pl.{name}(lhs, rhs)``: the {'larger' if name == 'max' else 'smaller'} of two scalars."
+    return fold
+
+
+max = _scalar_fold(builtins.max, jnp.maximum, "max")  # noqa: A001 - PyPTO-Pro's name
+min = _scalar_fold(builtins.min, jnp.minimum, "min")  # noqa: A001 - PyPTO-Pro's name
 
 
 def make_tuple(**fields) -> types.SimpleNamespace:
@@ -123,11 +153,6 @@ def _tile_name(k) -> str | None:
 def _check_type(tile_type, what: str) -> TileType:
     if not isinstance(tile_type, TileType):
         raise TypeError(f"pl.{what} takes a pl.TileType, got {tile_type!r}")
-    if tile_type.valid_shape is not None and tuple(tile_type.valid_shape) != tile_type.shape:
-        raise UnsupportedConstruct(
-            f"rule 'valid shape': a TileType with valid_shape {list(tile_type.valid_shape)} inside shape "
-            f"{list(tile_type.shape)} is not modelled: use a tile of the valid shape"
-        )
     return tile_type
 
 
@@ -135,8 +160,10 @@ def make_tile(tile_type, *, addr=None, size=None):
     """``pl.make_tile(type, addr=, size=)``: a tile at a fixed address (checked: alignment, capacity, overlap)."""
     tile_type = _check_type(tile_type, "make_tile")
     k = current()
-    tile = k.alloc(tile_type.buffer, tile_type.shape, dtype_name(tile_type.dtype), fmt=tile_type.format, addr=addr,
-                   name=_tile_name(k))  # fmt: skip
+    shape, fmt = _tiles.placed(k, tile_type)
+    tile = k.alloc(tile_type.buffer, shape, dtype_name(tile_type.dtype), fmt=fmt, addr=addr, name=_tile_name(k))
+    _tiles.note_zn(k, tile_type, tile.name)
+    _tiles.declare_valid(k, tile_type, tile.name)
     if size is not None and size < tile.nbytes:
         raise ValueError(f"rule 'tile size': {tile} needs {tile.nbytes} B, but make_tile gives it size={size}")
     return tile
@@ -153,8 +180,11 @@ def make_tile_group(*, type, addrs, mutex_ids=None, depth=None, fwd_ids=None, bw
     addr_list = list(addrs) if isinstance(addrs, (list, tuple)) else [addrs]
     depth = depth or (len(mutex_ids) if mutex_ids else None) or len(addr_list)
     k = current()
-    group = k.tile_group(tile_type.buffer, tile_type.shape, dtype_name(tile_type.dtype), depth, fmt=tile_type.format,
-                         addr=addr_list[0], name=_tile_name(k))  # fmt: skip
+    shape, fmt = _tiles.placed(k, tile_type)
+    group = k.tile_group(tile_type.buffer, shape, dtype_name(tile_type.dtype), depth, fmt=fmt, addr=addr_list[0],
+                         name=_tile_name(k))  # fmt: skip
+    _tiles.note_zn(k, tile_type, group.group.name)
+    _tiles.declare_valid(k, tile_type, group.group.name)
     if mutex_ids:
         auto_mutex.register(group.group.name, mutex_ids)
     stride = group.group.stride_bytes
@@ -167,43 +197,94 @@ def make_tile_group(*, type, addrs, mutex_ids=None, depth=None, fwd_ids=None, bw
 
 
 # -- data movement ----------------------------------------------------------------------
-def _order(order, what: str) -> None:
-    if order is not None and list(order) != [0, 1]:
+def _order(order, what: str, tensor, tile) -> None:
+    """Check ``order``, the tensor dimensions a tile's rows and columns run along: the last two in order
+    (row-major), or reversed into a ZN Mat tile (a transposed load, which lands the transpose's Nz image)."""
+    rank = len(tensor.shape) if isinstance(tensor, GmTensor) else 2
+    straight = [builtins.max(rank - 2, 0), rank - 1][-builtins.min(rank, 2) :]
+    transposed = order is not None and rank >= 2 and list(order) == straight[::-1]
+    if _tiles.is_zn(tile):
+        if not transposed:
+            raise UnsupportedConstruct(
+                f"rule 'order': pl.{what} into ZN Mat tile {tile} is a transposed load: give order={straight[::-1]} "
+                "(a ZN load without it is not modelled)"
+            )
+        return
+    if order is not None and list(order) != straight:
         raise UnsupportedConstruct(
-            f"rule 'order': pl.{what}(..., order={list(order)}) (a transposed GM view) is not modelled; load ND"
+            f"rule 'order': pl.{what}(..., order={list(order)}) (a transposed GM view) is modelled into a ZN Mat "
+            f"tile (pl.TileType(..., target_memory=pl.MemorySpace.Mat, layout=pl.ZN)), and {tile} is not one"
         )
 
 
+def _window(tensor, offsets, tile, what: str) -> tuple:
+    """The (row, col) of a tile window at element ``offsets`` of a GM tensor of any rank (its 2-D view's)."""
+    if not isinstance(tensor, GmTensor):
+        return tuple(offsets)
+    return tensor.offsets_2d(offsets, tile.rows, what)
+
+
+def _in_tiles(tile_offsets, tile) -> tuple:
+    """Element offsets of ``tile_offsets`` counted in tiles on the last two dimensions (elements before them)."""
+    tile_offsets = tuple(tile_offsets)
+    if len(tile_offsets) == 1:
+        return (tile_offsets[0] * tile.cols,)
+    return (*tile_offsets[:-2], tile_offsets[-2] * tile.rows, tile_offsets[-1] * tile.cols)
+
+
 def load(dst_tile, src_tensor, offsets=(0, 0), *, order=None):
-    """GM -> L1 (ND -> Nz) or GM -> UB (MTE2) at element ``offsets`` (traced allowed)."""
-    _order(order, "load")
-    _pl.load(dst_tile, _gm(src_tensor, "load"), tuple(offsets))
+    """GM -> L1 (ND -> Nz) or GM -> UB (MTE2) at element ``offsets`` (one per dimension; traced allowed)."""
+    _order(order, "load", src_tensor, dst_tile)
+    window = _window(src_tensor, offsets, dst_tile, "load")
+    _pl.load(dst_tile, _gm(src_tensor, "load"), window, valid=_tiles.valid(dst_tile, placed=True))
 
 
 def load_tile(dst_tile, src_tensor, tile_offsets, *, order=None):
-    """``load`` with offsets in units of the tile's shape."""
-    load(dst_tile, src_tensor, (tile_offsets[0] * dst_tile.rows, tile_offsets[1] * dst_tile.cols), order=order)
+    """``load`` with the last two offsets in units of the tile's shape."""
+    load(dst_tile, src_tensor, _in_tiles(tile_offsets, dst_tile), order=order)
 
 
 def store(dst_tensor, src_tile, offsets=(0, 0), *, relu_pre_mode=None, scale=None, order=None, atomic=None,
           phase=None):  # fmt: skip
-    """L0C -> GM (FIX, ``phase`` = STPhase) or UB -> GM (MTE3) at element ``offsets``."""
-    _order(order, "store")
+    """L0C -> GM (FIX, ``phase`` = STPhase) or UB -> GM (MTE3) at element ``offsets`` (one per dimension)."""
+    _order(order, "store", dst_tensor, src_tile)
     _written(dst_tensor)
-    _pl.store(_gm(dst_tensor, "store"), src_tile, tuple(offsets), phase=phase, relu=bool(relu_pre_mode), scale=scale,
-              atomic=atomic)  # fmt: skip
+    _pl.store(_gm(dst_tensor, "store"), src_tile, _window(dst_tensor, offsets, src_tile, "store"), phase=phase,
+              relu=bool(relu_pre_mode), scale=scale, atomic=atomic, valid=_tiles.valid(src_tile))  # fmt: skip
 
 
 def store_tile(dst_tensor, src_tile, tile_offsets, **kwargs):
-    """``store`` with offsets in units of the tile's shape."""
-    store(dst_tensor, src_tile, (tile_offsets[0] * src_tile.rows, tile_offsets[1] * src_tile.cols), **kwargs)
+    """``store`` with the last two offsets in units of the tile's shape."""
+    store(dst_tensor, src_tile, _in_tiles(tile_offsets, src_tile), **kwargs)
+
+
+def setval(container, offset, value) -> None:
+    """``pl.setval(tensor, offset, value)`` (``tensor[i, j] = value``): the scalar unit writes one GM element."""
+    if not isinstance(container, GmTensor):
+        raise UnsupportedConstruct(
+            f"rule 'scalar access': pl.setval into {container} is not modelled; write GM tensor elements"
+        )
+    _gm_tensor.setval(container, offset, value)
+
+
+def getval(container, offset):
+    """``pl.getval(tensor, offset)`` (``tensor[i, j]``): one element of a GM input, read by the scalar unit."""
+    if not isinstance(container, GmTensor):
+        raise UnsupportedConstruct(
+            f"rule 'scalar access': pl.getval of {container} is not modelled; read GM input elements"
+        )
+    return _gm_tensor.getval(container, offset)
 
 
 def move(dst_tile, src_tile, offset=None, *, acc_to_vec_mode=None, relu_pre_mode=None, scale=None, phase=None):
     """Between on-chip buffers: L1 -> L0A / L0B / Bias (MTE1), L0C -> UB (FIX), UB -> L1 (MTE3), UB -> UB (V)."""
     if scale is not None:
         raise UnsupportedConstruct("rule 'move scale': pl.move(..., scale=) is not modelled; quantise in pl.store")
-    _pl.move(dst_tile, src_tile, offset, acc_to_vec_mode=acc_to_vec_mode, phase=phase, relu=bool(relu_pre_mode))
+    transpose = _tiles.is_zn(src_tile)  # a ZN Mat tile holds its transpose's Nz image
+    if transpose and offset is not None:
+        offset = tuple(offset)[::-1]
+    _pl.move(dst_tile, src_tile, offset, acc_to_vec_mode=acc_to_vec_mode, phase=phase, relu=bool(relu_pre_mode),
+             transpose=transpose)  # fmt: skip
 
 
 insert = _pl.insert
@@ -212,12 +293,45 @@ matmul_acc = _pl.matmul_acc
 matmul_mx = _pl.matmul_mx
 matmul_mx_acc = _pl.matmul_mx_acc
 
+
 # -- vector -----------------------------------------------------------------------------
-add, sub, mul, div = _pl.add, _pl.sub, _pl.mul, _pl.div
-maximum, minimum, sum = _pl.maximum, _pl.minimum, _pl.sum  # noqa: A001
-abs, exp, log, sqrt, relu = _pl.abs, _pl.exp, _pl.log, _pl.sqrt, _pl.relu  # noqa: A001
-expand_add, expand_sub, expand_mul, expand_div = _pl.expand_add, _pl.expand_sub, _pl.expand_mul, _pl.expand_div
-cast, fill = _pl.cast, _pl.fill
+def _tailed(op):
+    """``op`` over the valid region of its tiles: the destination's, or the source's for a reduction (``dim=``)."""
+
+    @functools.wraps(op)
+    def tailed(*args, **kwargs):
+        reduces = kwargs.get("dim") is not None and op in (_pl.maximum, _pl.minimum) or op is _pl.sum
+        valid = _tiles.valid(args[1] if reduces else args[0])
+        return op(*args, **kwargs) if valid is None else op(*args, valid=valid, **kwargs)
+
+    return tailed
+
+
+add, sub, mul, div = map(_tailed, (_pl.add, _pl.sub, _pl.mul, _pl.div))
+maximum, minimum, sum = map(_tailed, (_pl.maximum, _pl.minimum, _pl.sum))  # noqa: A001
+abs, exp, log, sqrt, relu = map(_tailed, (_pl.abs, _pl.exp, _pl.log, _pl.sqrt, _pl.relu))  # noqa: A001
+neg, rsqrt, recip = map(_tailed, (_pl.neg, _pl.rsqrt, _pl.recip))
+expand_add, expand_sub, expand_mul, expand_div = map(
+    _tailed, (_pl.expand_add, _pl.expand_sub, _pl.expand_mul, _pl.expand_div)
+)
+cast, fill, expands = _tailed(_pl.cast), _tailed(_pl.fill), _tailed(_pl.expands)
+
+
+# -- vector functions -------------------------------------------------------------------
+def _vf_guard(args, kwargs, issue) -> None:
+    if AUTO_MUTEX.get():
+        auto_mutex.guarded("vector_function", args, kwargs, issue)
+    else:
+        issue()
+
+
+def vector_function(fn):
+    """``@pl.vector_function``: register code over Vec tiles, one V instruction per call (``pl.Vf`` its ops)."""
+    return _vector_function.vector_function(fn, _vf_guard)
+
+
+Vf = _vf.Vf
+globals().update(_vf.ENUMS)  # pl.MaskPattern, pl.LoadDist, ...
 
 
 # -- synchronisation --------------------------------------------------------------------
@@ -267,7 +381,8 @@ def _spelled(name: str, op):
 _OPERATIONS = (
     "load", "load_tile", "store", "store_tile", "move", "insert", "matmul", "matmul_acc", "matmul_mx",
     "matmul_mx_acc", "add", "sub", "mul", "div", "maximum", "minimum", "sum", "abs", "exp", "log", "sqrt", "relu",
-    "expand_add", "expand_sub", "expand_mul", "expand_div", "cast", "fill",
+    "expand_add", "expand_sub", "expand_mul", "expand_div", "cast", "fill", "expands", "neg", "rsqrt", "recip",
+    "setval",
 )  # fmt: skip
 globals().update({name: _operation(name, globals()[name]) for name in _OPERATIONS})
 system = types.SimpleNamespace(
@@ -278,8 +393,8 @@ system = types.SimpleNamespace(
 """``pl.system``: ``sync_src`` / ``sync_dst``, ``set_cross_core`` / ``wait_cross_core``, the barriers."""
 
 #: what this surface has (``__getattr__`` refuses the rest of PyPTO-Pro by name)
-_INTERNAL = {"annotations", "builtins", "contextvars", "functools", "types", "current", "spelled", "GmTensor", "DATA_TYPES", "TILE_NAME",
-             "AUTO_MUTEX", "AIV_ONLY", "GM_WRITES", "N_SUBBLOCKS", "auto_mutex", "RangeSpec", "Section", "UnsupportedConstruct", "UnsupportedName", "dtype_name"}  # fmt: skip
+_INTERNAL = {"annotations", "jax", "jnp", "np", "dtypes", "builtins", "contextvars", "functools", "types", "current", "spelled", "GmTensor", "DATA_TYPES", "TILE_NAME",
+             "AUTO_MUTEX", "AIV_ONLY", "N_SUBBLOCKS", "auto_mutex", "RangeSpec", "Section", "UnsupportedConstruct", "UnsupportedName", "dtype_name"}  # fmt: skip
 SURFACE = sorted(name for name in list(globals()) if not name.startswith("_") and name not in _INTERNAL)
 
 

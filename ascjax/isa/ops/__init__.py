@@ -1,5 +1,6 @@
 """Pure ops: each is ``state -> state``, jit-able and usable inside ``lax.scan``."""
 
+from . import scalar as scalar
 from .cross_core import set_cross_core, wait_cross_core
 from .cube import mmad, mmad_faults
 from .fixpipe import (
@@ -14,10 +15,12 @@ from .fixpipe import (
 from .mmad_mx import copy_l12scale, copy_l12scale_faults, matmul_mx, matmul_mx_acc, mmad_mx
 from .move import copy_gm2l1, copy_gm2l1_nd2nz, copy_l12bt, copy_l12l0a, copy_l12l0b, offset_faults
 from .pypto import matmul, matmul_acc, move_to_vec, store
+from .scalar import setval_gm
 from .sync import mutex_lock, mutex_unlock, sync_notify, sync_pipe, sync_wait
 from .ub_move import AccToVecMode, copy_gm2ub, copy_l0c2ub, copy_ub2gm, copy_ub2l1, split
 from .unit_flag import AccPhase, STPhase, UnitFlagMode
 from .vector import RoundMode, binary, cast, copy, expand, fill, reduce_cols, reduce_rows, round_cast, unary
+from .vector_function import vector_function
 
 __all__ = [
     "AccPhase",
@@ -39,6 +42,7 @@ __all__ = [
     "set_cross_core",
     "split",
     "unary",
+    "vector_function",
     "wait_cross_core",
     "MMAD_DIRECTION_M",
     "MMAD_DIRECTION_N",
@@ -64,6 +68,7 @@ __all__ = [
     "set_ctrl_saturation",
     "set_l0c_copy_config",
     "set_mmad_direction",
+    "setval_gm",
     "store",
     "mutex_lock",
     "mutex_unlock",

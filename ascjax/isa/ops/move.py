@@ -39,7 +39,7 @@ def offset_faults(offsets, limits, units) -> list[Fault]:
     (static offsets are checked at the call)."""
     out = []
     for value, limit, unit, what in zip(offsets, limits, units, OFFSET_WHATS):
-        if static_int(value) is None:
+        if static_int(value) is None or static_int(limit) is None:  # a tail's limit may be traced too
             v = jnp.asarray(value, jnp.int32)
             out.append(Fault(Finding.BOUNDS, (v < 0) | (v > limit) | (v % unit != 0), what, v, limit))
     return out
@@ -50,7 +50,7 @@ def checked_offsets(offsets, limits, units):
     bit (an offset out of range is the control plane's BOUNDS finding, and the op moves nothing)."""
     for value, limit, unit, what in zip(offsets, limits, units, OFFSET_WHATS):
         v = static_int(value)
-        if v is not None:
+        if v is not None and static_int(limit) is not None:
             _need(0 <= v <= limit, f"rule 'bounds': {BOUNDS_WHAT[what]} {v} is outside [0, {limit}]")
             _need(v % unit == 0, f"rule 'fractal alignment': {BOUNDS_WHAT[what]} {v} is not a multiple of {unit}")
     return executes(offset_faults(offsets, limits, units))  # static where nothing can fault

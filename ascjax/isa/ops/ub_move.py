@@ -20,9 +20,10 @@ from ...core import Buffer, Format
 from ...core._memory import Tile
 from ...core.layout import from_fractal, pad_to, to_fractal
 from ...engine._state import State
-from ._machine import core_of, poison, racy_read, select
-from .move import _expect, _need, checked_offsets
+from ._machine import core_of, executes, poison, racy_read, select, static_int
+from .move import _expect, _need, checked_offsets, offset_faults
 from .unit_flag import mode_value
+from .valid import check_valid, is_whole, valid_faults, valid_mask
 
 
 class AccToVecMode(enum.IntEnum):
@@ -68,9 +69,24 @@ def _nd(tile: Tile, what: str) -> None:
     )
 
 
-def gm2ub_window(dst: Tile, gm_shape, *, row=0, col=0):
-    """(offsets, their limits, their units) of ``copy_gm2ub``'s GM window (the whole ``dst`` tile)."""
-    return (row, col), (gm_shape[0] - dst.rows, gm_shape[1] - dst.cols), (1, 1)
+def gm2ub_window(dst: Tile, gm_shape, *, row=0, col=0, rows=None, cols=None):
+    """(offsets, their limits, their units) of ``copy_gm2ub``'s GM window (the ``dst`` tile, or its top-left
+    ``rows x cols``)."""
+    rows = dst.rows if rows is None else rows
+    cols = dst.cols if cols is None else cols
+    return (row, col), (gm_shape[0] - rows, gm_shape[1] - cols), (1, 1)
+
+
+def _window_index(start, size: int, limit: int):
+    """``start + arange(size)`` clipped into ``[0, limit)``: a tail window's indices (its rows past the tensor are
+    masked off by the region)."""
+    return jnp.clip(jnp.asarray(start, jnp.int32) + jnp.arange(size, dtype=jnp.int32), 0, limit - 1)
+
+
+def _tail(rows, cols, tile: Tile):
+    """Whether ``rows x cols`` is a region other than statically the whole ``tile`` (a tail copy)."""
+    return not is_whole(None if rows is None and cols is None else (
+        tile.rows if rows is None else rows, tile.cols if cols is None else cols), (tile.rows, tile.cols))  # fmt: skip
 
 
 def ub2gm_window(src: Tile, gm_shape, *, row=0, col=0, rows=None, cols=None):
@@ -80,18 +96,28 @@ def ub2gm_window(src: Tile, gm_shape, *, row=0, col=0, rows=None, cols=None):
     return (row, col), (gm_shape[0] - rows, gm_shape[1] - cols), (1, 1)
 
 
-def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, sub: int) -> State:
-    """MTE2 of AIV ``sub``: load the ``dst``-shaped window at (row, col) of GM tensor ``src`` (traced offsets allowed)."""
+def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, rows=None, cols=None, sub: int) -> State:
+    """MTE2 of AIV ``sub``: load the ``dst``-shaped window at (row, col) of GM tensor ``src`` (traced offsets allowed);
+    ``rows`` / ``cols`` (traced allowed): only the top-left region that size (a tail; the rest of ``dst`` is kept)."""
     _expect(dst, Buffer.UB, "dst")
     _nd(dst, "copy_gm2ub")
     g = _gm(state, src, write=False)
     _need(g.dtype == dst.np_dtype, f"GM tensor {src!r} is {g.dtype} but {dst} is {dst.dtype}: a load does not convert")
+    core_of(sub)
+    if _tail(rows, cols, dst):
+        region = (dst.rows if rows is None else rows, dst.cols if cols is None else cols)
+        check_valid(region, (dst.rows, dst.cols), "copy_gm2ub")
+        window_limits = gm2ub_window(dst, g.shape, row=row, col=col, rows=region[0], cols=region[1])
+        execute = executes([*offset_faults(*window_limits), *valid_faults(region, (dst.rows, dst.cols))])
+        r, c = _window_index(row, dst.rows, g.shape[0]), _window_index(col, dst.cols, g.shape[1])
+        window = poison(g[r][:, c], racy_read(), state.options)
+        keep = valid_mask(region, (dst.rows, dst.cols)) & execute
+        return state.with_tile(dst, jnp.where(keep, window, state.tile(dst, sub)), sub)
     rows, cols = dst.rows, dst.cols
     _need(
         rows <= g.shape[0] and cols <= g.shape[1],
         f"rule 'bounds': {dst} is larger than GM tensor {src!r} of shape {tuple(g.shape)}",
     )
-    core_of(sub)
     execute = checked_offsets(*gm2ub_window(dst, g.shape, row=row, col=col))
     window = jax.lax.dynamic_slice(g, (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32)), (rows, cols))
     window = poison(window, racy_read(), state.options)
@@ -110,13 +136,15 @@ def copy_ub2gm(
     _nd(src, "copy_ub2gm")
     g = _gm(state, dst, write=True)
     _need(g.dtype == src.np_dtype, f"GM tensor {dst!r} is {g.dtype} but {src} is {src.dtype}: a store does not convert")
-    rows = src.rows if rows is None else rows
-    cols = src.cols if cols is None else cols
+    core_of(sub)
+    if static_int(rows) is None and rows is not None or static_int(cols) is None and cols is not None:
+        return _tail_store(state, dst, src, g, row, col, rows, cols, atomic, sub)
+    rows = src.rows if rows is None else static_int(rows)
+    cols = src.cols if cols is None else static_int(cols)
     _need(
         0 < rows <= min(src.rows, g.shape[0]) and 0 < cols <= min(src.cols, g.shape[1]),
         f"rule 'bounds': a {rows}x{cols} store does not fit {src} or GM tensor {dst!r} of shape {tuple(g.shape)}",
     )
-    core_of(sub)
     execute = checked_offsets(*ub2gm_window(src, g.shape, row=row, col=col, rows=rows, cols=cols))
     data = poison(state.tile(src, sub)[:rows, :cols], racy_read(), state.options)
     start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
@@ -126,6 +154,26 @@ def copy_ub2gm(
     state = eqx.tree_at(lambda s: s.gm[dst], state, new)
     # a launch: remember the window for the merge of the blocks' GM
     return state.mark_gm(dst, jnp.broadcast_to(jnp.asarray(execute), (rows, cols)), atomic, start=start)
+
+
+def _tail_store(state: State, dst: str, src: Tile, g, row, col, rows, cols, atomic: bool, sub: int) -> State:
+    """``copy_ub2gm`` of a traced ``rows x cols`` region: the tile-sized window, its elements outside the region (or
+    past the tensor) left as they were."""
+    region = (src.rows if rows is None else rows, src.cols if cols is None else cols)
+    check_valid(region, (src.rows, src.cols), "copy_ub2gm")
+    limits = ub2gm_window(src, g.shape, row=row, col=col, rows=region[0], cols=region[1])
+    execute = executes([*offset_faults(*limits), *valid_faults(region, (src.rows, src.cols))])
+    r, c = _window_index(row, src.rows, g.shape[0]), _window_index(col, src.cols, g.shape[1])
+    write = valid_mask(region, (src.rows, src.cols)) & execute
+    data = poison(state.tile(src, sub)[: src.rows, : src.cols], racy_read(), state.options)
+    old = g[r][:, c]
+    value = jnp.where(write, old + data if atomic else data, old)
+    # the window's rows and columns past the tensor are dropped (their clipped indices would repeat others)
+    r_at = jnp.where(jnp.asarray(row, jnp.int32) + jnp.arange(src.rows) < g.shape[0], r, g.shape[0])
+    c_at = jnp.where(jnp.asarray(col, jnp.int32) + jnp.arange(src.cols) < g.shape[1], c, g.shape[1])
+    at = (r_at[:, None], c_at[None, :])
+    state = eqx.tree_at(lambda s: s.gm[dst], state, g.at[at].set(value, mode="drop"))
+    return state.mark_gm(dst, jnp.zeros(g.shape, bool).at[at].set(write, mode="drop"), atomic)
 
 
 def copy_ub2l1(state: State, dst: Tile, src: Tile, *, row: int = 0, col: int = 0, sub: int) -> State:

@@ -1,6 +1,7 @@
 """Vector compute on UB tiles (pipe V of an AIV): elementwise, scalar, row reductions, broadcasts, casts, fill.
 
-Every op reads and writes whole ND tiles of one AIV's UB (``sub`` 0 or 1); a UB -> UB copy also re-lays a tile out
+Every op reads and writes whole ND tiles of one AIV's UB (``sub`` 0 or 1), or with ``valid`` (rows, cols) their
+top-left region (``ops.valid``: a tail tile); a UB -> UB copy also re-lays a tile out
 between ND and Nz (PyPTO-Pro's ND2NZ before an insert into L1). Results are
 computed in the tile dtype (f16/bf16 results rounded to nearest even, as IEEE arithmetic
 does); ``exp``/``ln``/``sqrt`` use XLA's implementations, which need not match the vector
@@ -22,8 +23,9 @@ from ...core._straight_through import straight_through
 from ...core.formats.saturate import order_key
 from ...core.layout import from_fractal, pad_to, to_fractal
 from ...engine._state import State
-from ._machine import core_of, poison, racy_read
+from ._machine import core_of, executes, poison, racy_read
 from .move import _expect, _need
+from .valid import check_valid, is_whole, valid_faults, valid_mask
 
 BINARY = {
     "add": jnp.add,
@@ -40,6 +42,8 @@ UNARY = {
     "sqrt": jnp.sqrt,
     "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
     "neg": jnp.negative,
+    "rsqrt": jax.lax.rsqrt,
+    "recip": jnp.reciprocal,
 }
 
 
@@ -51,7 +55,7 @@ REDUCE = {
     "min": lambda x, axis: jnp.min(x, axis=axis, keepdims=True),
 }
 #: ops on the slow (transcendental) path of the vector unit [facts §7 Vector: Exp/Ln/Sqrt/Div 32 el/cycle]
-TRANSCENDENTAL = {"exp", "ln", "sqrt", "div"}
+TRANSCENDENTAL = {"exp", "ln", "sqrt", "div", "rsqrt", "recip"}
 
 
 class RoundMode(enum.IntEnum):
@@ -76,13 +80,23 @@ def _ub(tile, what: str, *, nz: bool = False) -> None:
     )
 
 
-def _vec_op(state: State, sub: int, out: Tile, ins, compute):
-    """A V op of AIV ``sub``: ``out = compute(*ins)`` on the tiles' arrays (poisoned where its reads are racy)."""
+def _vec_op(state: State, sub: int, out: Tile, ins, compute, valid=None):
+    """A V op of AIV ``sub``: ``out = compute(*ins)`` on the tiles' arrays (poisoned where its reads are racy); with a
+    ``valid`` region of ``out`` (rows, cols), only that region is written."""
     core_of(sub)
     arrays = [state.tile(t, sub) for t in ins]
     value = compute(*arrays).astype(out.np_dtype).reshape(out.physical_shape)
     value = poison(value, racy_read() if ins else jnp.asarray(False), state.options)
+    if not is_whole(valid, (out.rows, out.cols)):
+        keep = valid_mask(valid, (out.rows, out.cols)) & executes(valid_faults(valid, (out.rows, out.cols)))
+        value = jnp.where(keep, value, state.tile(out, sub))
     return state.with_tile(out, value, sub)
+
+
+def _region(valid, tile: Tile, what: str):
+    """``valid`` checked against ``tile`` (None: the whole tile)."""
+    check_valid(valid, (tile.rows, tile.cols), what)
+    return None if is_whole(valid, (tile.rows, tile.cols)) else valid
 
 
 def _same_shape(out: Tile, *tiles: Tile) -> None:
@@ -93,8 +107,9 @@ def _same_shape(out: Tile, *tiles: Tile) -> None:
         )
 
 
-def binary(state: State, kind: str, out: Tile, lhs: Tile, rhs, *, sub: int) -> State:
-    """``out = lhs (op) rhs`` elementwise; ``rhs`` is a tile of the same shape or a scalar (traced allowed)."""
+def binary(state: State, kind: str, out: Tile, lhs: Tile, rhs, *, valid=None, sub: int) -> State:
+    """``out = lhs (op) rhs`` elementwise; ``rhs`` is a tile of the same shape or a scalar (traced allowed); ``valid``
+    (rows, cols): only that top-left region (a tail)."""
     _need(kind in BINARY, f"unknown vector op {kind!r}: expected one of {sorted(BINARY)}")
     _ub(out, "out")
     _ub(lhs, "lhs")
@@ -103,37 +118,50 @@ def binary(state: State, kind: str, out: Tile, lhs: Tile, rhs, *, sub: int) -> S
         _ub(rhs, "rhs")
         _same_shape(out, lhs, rhs)
         _need(lhs.dtype == rhs.dtype == out.dtype, f"rule 'vector dtypes': {kind} needs one dtype: {lhs}, {rhs}, {out}")
-        return _vec_op(state, sub, out, (lhs, rhs), fn)
+        return _vec_op(state, sub, out, (lhs, rhs), fn, _region(valid, out, kind))
     _same_shape(out, lhs)
     _need(lhs.dtype == out.dtype, f"rule 'vector dtypes': {kind}s needs one dtype: {lhs}, {out}")
     scalar = jnp.asarray(rhs, lhs.np_dtype)
-    return _vec_op(state, sub, out, (lhs,), lambda x: fn(x, scalar))
+    return _vec_op(state, sub, out, (lhs,), lambda x: fn(x, scalar), _region(valid, out, kind))
 
 
-def unary(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
-    """``out = f(src)`` elementwise for f in abs, exp, ln, sqrt, relu, neg."""
+def unary(state: State, kind: str, out: Tile, src: Tile, *, valid=None, sub: int) -> State:
+    """``out = f(src)`` elementwise for f in abs, exp, ln, sqrt, relu, neg, rsqrt, recip (``valid``: a tail region
+    only)."""
     _need(kind in UNARY, f"unknown vector op {kind!r}: expected one of {sorted(UNARY)}")
     _ub(out, "out")
     _ub(src, "src")
     _same_shape(out, src)
     _need(src.dtype == out.dtype, f"rule 'vector dtypes': {kind} keeps the dtype ({src} -> {out}); cast first")
-    return _vec_op(state, sub, out, (src,), UNARY[kind])
+    return _vec_op(state, sub, out, (src,), UNARY[kind], _region(valid, out, kind))
 
 
-def reduce_rows(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
-    """Row reduction (max, min, sum) of ``src`` into the ``[rows, 1]`` tile ``out``."""
-    return _reduce(state, kind, out, src, 1, sub)
+def reduce_rows(state: State, kind: str, out: Tile, src: Tile, *, valid=None, sub: int) -> State:
+    """Row reduction (max, min, sum) of ``src`` into the ``[rows, 1]`` tile ``out``; ``valid`` (rows, cols) of
+    ``src``: only those columns of those rows are reduced."""
+    return _reduce(state, kind, out, src, 1, sub, valid)
 
 
-def reduce_cols(state: State, kind: str, out: Tile, src: Tile, *, sub: int) -> State:
+def reduce_cols(state: State, kind: str, out: Tile, src: Tile, *, valid=None, sub: int) -> State:
     """Column reduction (max, min, sum) of ``src`` into the ``[1, cols]`` tile ``out``.
 
     The statistics of a transposed (DN) score tile: one value per column, i.e. per query.
     """
-    return _reduce(state, kind, out, src, 0, sub)
+    return _reduce(state, kind, out, src, 0, sub, valid)
 
 
-def _reduce(state: State, kind: str, out: Tile, src: Tile, axis: int, sub: int) -> State:
+#: the element a reduction ignores: where a valid region masks its source
+_IDENTITY = {"max": -jnp.inf, "min": jnp.inf, "sum": 0}
+
+
+def _ignored(kind: str, dtype):
+    if jnp.issubdtype(dtype, jnp.integer):
+        info = jnp.iinfo(dtype)
+        return {"max": info.min, "min": info.max, "sum": 0}[kind]
+    return _IDENTITY[kind]
+
+
+def _reduce(state: State, kind: str, out: Tile, src: Tile, axis: int, sub: int, valid=None) -> State:
     _need(kind in REDUCE, f"unknown reduction {kind!r}: expected one of {sorted(REDUCE)}")
     _ub(out, "out")
     _ub(src, "src")
@@ -145,10 +173,16 @@ def _reduce(state: State, kind: str, out: Tile, src: Tile, axis: int, sub: int) 
     )
     _need(src.dtype == out.dtype, f"rule 'vector dtypes': {name} keeps the dtype ({src} -> {out})")
     red = REDUCE[kind]
-    return _vec_op(state, sub, out, (src,), lambda x: red(x, axis))
+    valid = _region(valid, src, name)
+    if valid is None:
+        return _vec_op(state, sub, out, (src,), lambda x: red(x, axis))
+    inside = valid_mask(valid, (src.rows, src.cols))
+    ignored = jnp.asarray(_ignored(kind, src.np_dtype), src.np_dtype)
+    kept = (valid[0], 1) if axis == 1 else (1, valid[1])  # the rows (columns) of out the region reaches
+    return _vec_op(state, sub, out, (src,), lambda x: red(jnp.where(inside, x, ignored), axis), kept)
 
 
-def expand(state: State, kind: str, out: Tile, src: Tile, vec: Tile, *, sub: int) -> State:
+def expand(state: State, kind: str, out: Tile, src: Tile, vec: Tile, *, valid=None, sub: int) -> State:
     """``expand_sub`` / ``expand_mul`` / ``expand_div`` / ``expand_add``: ``out = src (op) vec``.
 
     ``vec`` is a ``[rows, 1]`` column (broadcast along each row) or a ``[1, cols]`` row
@@ -165,7 +199,7 @@ def expand(state: State, kind: str, out: Tile, src: Tile, vec: Tile, *, sub: int
     )
     _need(src.dtype == vec.dtype == out.dtype, f"rule 'vector dtypes': expand_{kind} needs one dtype")
     fn = BINARY[kind]
-    return _vec_op(state, sub, out, (src, vec), fn)
+    return _vec_op(state, sub, out, (src, vec), fn, _region(valid, out, f"expand_{kind}"))
 
 
 def copy(state: State, out: Tile, src: Tile, *, sub: int) -> State:
@@ -196,14 +230,15 @@ def _relaid(x, src: Tile, out: Tile):
     return to_fractal(padded, out.fmt, out.c0) if out.fmt is Format.NZ else padded
 
 
-def fill(state: State, out: Tile, value, *, sub: int) -> State:
+def fill(state: State, out: Tile, value, *, valid=None, sub: int) -> State:
     """``out[:] = value`` (a Python number or a traced scalar)."""
     _ub(out, "out")
     v = jnp.asarray(value, out.np_dtype)
-    return _vec_op(state, sub, out, (), lambda: jnp.broadcast_to(v, (out.rows, out.cols)))
+    return _vec_op(state, sub, out, (), lambda: jnp.broadcast_to(v, (out.rows, out.cols)), _region(valid, out, "fill"))
 
 
-def cast(state: State, out: Tile, src: Tile, *, mode: RoundMode = RoundMode.CAST_NONE, sub: int) -> State:
+def cast(state: State, out: Tile, src: Tile, *, mode: RoundMode = RoundMode.CAST_NONE, valid=None,
+         sub: int) -> State:  # fmt: skip
     """``out = src`` converted to ``out``'s dtype with rounding ``mode``; integers saturate, NaN -> 0.
 
     With ``Options.straight_through`` the rounding is differentiated as the identity.
@@ -217,7 +252,7 @@ def cast(state: State, out: Tile, src: Tile, *, mode: RoundMode = RoundMode.CAST
         return round_cast(x, out.np_dtype, mode)
 
     compute = (lambda x: straight_through(x, convert)) if state.options.straight_through else convert
-    return _vec_op(state, sub, out, (src,), compute)
+    return _vec_op(state, sub, out, (src,), compute, _region(valid, out, "cast"))
 
 
 def _value(x, other):

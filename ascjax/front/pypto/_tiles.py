@@ -1,0 +1,90 @@
+"""Where a PyPTO-Pro tile lives and which part of it counts: ZN Mat tiles and valid shapes.
+
+A ZN Mat tile ``[R, C]`` (a transposed load's or insert's destination) is bit for bit the Nz image of its transpose,
+so it is placed as an Nz ``[C, R]`` tile holding the transpose, and moves out of it read it transposed.
+
+A tile declared with a ``valid_shape`` has two carried-value slots (``front._carried``) holding its valid
+``(rows, cols)``: ``pl.set_validshape`` sets them as the kernel runs (per core, through loops and branches), and the
+loads, stores and vector operations on the tile cover that top-left region (a tail). On a tile group the region
+holds for every slot used after it.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import jax
+
+from ...core import Buffer
+from .. import _carried as carried
+from .._program import current
+from ._types import DYNAMIC, TensorLayout, TileType
+
+#: per Program, the tiles and tile groups declared with a valid_shape: the first of the two carried slots holding
+#: their valid (rows, cols), which ``pl.set_validshape`` sets as the kernel runs (per core, through loops)
+_VALID: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def declare_valid(k, tile_type: TileType, name: str) -> None:
+    if tile_type.valid_shape is None:
+        return
+    if len(tile_type.valid_shape) != 2:
+        raise ValueError(f"rule 'valid shape': valid_shape is [rows, cols], got {list(tile_type.valid_shape)}")
+    start = [full if v == DYNAMIC else int(v) for v, full in zip(tile_type.valid_shape, tile_type.shape)]
+    for v, full in zip(start, tile_type.shape):
+        if not 0 <= v <= full:
+            raise ValueError(
+                f"rule 'valid shape': valid_shape {list(tile_type.valid_shape)} is outside {list(tile_type.shape)}"
+            )
+    _VALID.setdefault(k, {})[name] = carried.extend(k, start)
+
+
+def valid(tile, *, placed: bool = False):
+    """The valid (rows, cols) of a tile or tile-group slot declared with a valid_shape, as the kernel set it last
+    (None: the whole tile); ``placed``: in the tile as placed (a ZN Mat tile's transposed)."""
+    k = current()
+    slot = _VALID.get(k, {}).get(getattr(tile, "name", None))
+    if slot is None:
+        return None
+    region = (carried.load(k, slot, carried.Kind.INT), carried.load(k, slot + 1, carried.Kind.INT))
+    region = tuple(v if isinstance(v, jax.core.Tracer) else int(v) for v in region)  # static where it is known
+    return region[::-1] if placed and is_zn(tile) else region
+
+
+def set_validshape(tile, shape) -> None:
+    """``pl.set_validshape(tile, [rows, cols])``: the region of ``tile`` (or of every slot of a tile group) that loads,
+    stores and vector operations cover from here on (a tail; run-time values allowed)."""
+    name = tile.group.name if hasattr(tile, "group") and not hasattr(tile, "rows") else getattr(tile, "name", None)
+    k = current()
+    slot = _VALID.get(k, {}).get(name)
+    if slot is None:
+        raise ValueError(
+            f"rule 'valid shape': pl.set_validshape of {tile}, which was not declared with a valid_shape: declare its "
+            "TileType with valid_shape=[-1, -1]"
+        )
+    rows, cols = shape
+    carried.store(k, slot, carried.Kind.INT, rows)
+    carried.store(k, slot + 1, carried.Kind.INT, cols)
+
+
+#: per Program, the names of its ZN Mat tiles (``placed``)
+_ZN_MATS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def placed(k, tile_type: TileType) -> tuple[tuple, object]:
+    """The shape and format a tile of ``tile_type`` is placed with. A ZN Mat tile ``[R, C]`` (a transposed load's
+    or insert's destination) is bit for bit the Nz image of its transpose, so it is placed as an Nz ``[C, R]``
+    tile holding the transpose; ``pl.move`` out of it reads it transposed."""
+    if tile_type.buffer is Buffer.L1 and tile_type.layout is TensorLayout.ZN:
+        return tile_type.shape[::-1], None
+    return tile_type.shape, tile_type.format
+
+
+def note_zn(k, tile_type: TileType, name: str) -> None:
+    if tile_type.buffer is Buffer.L1 and tile_type.layout is TensorLayout.ZN:
+        _ZN_MATS.setdefault(k, set()).add(name)
+
+
+def is_zn(tile) -> bool:
+    """Whether ``tile`` (a tile or a tile group slot) is a ZN Mat tile."""
+    return getattr(tile, "name", None) in _ZN_MATS.get(current(), ())

@@ -1,0 +1,370 @@
+"""PyPTO-Pro constructs beyond tiles and sync: tiling keys, structs and scalar GM access, tensors of any rank, ZN
+Mat tiles (transposed loads) and the jumps of Python control flow.
+
+Each kernel is written as a PyPTO-Pro user writes it and checked against NumPy or hand-computed values; each
+refusal names its rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ascjax.pypto_pro.language as pl
+from ascjax.front.pypto import UnsupportedConstruct
+from ascjax.pypto_pro.runtime.tilingkey import TilingKeyError, TilingKeyField
+
+RNG = np.random.default_rng(11)
+ROWS, COLS = 16, 64
+UB_A, UB_B, UB_C = 0x0000, 0x4000, 0x8000
+
+
+def _vec(rows=ROWS, cols=COLS, dtype=pl.DT_FP32):
+    return pl.TileType(shape=[rows, cols], dtype=dtype, target_memory=pl.MemorySpace.Vec)
+
+
+def _sync(set_pipe, wait_pipe, event_id):
+    pl.system.sync_src(set_pipe=set_pipe, wait_pipe=wait_pipe, event_id=event_id)
+    pl.system.sync_dst(set_pipe=set_pipe, wait_pipe=wait_pipe, event_id=event_id)
+
+
+# -- tiling keys ------------------------------------------------------------------------
+class OpKey:
+    Op = TilingKeyField(bits=2, values=[0, 1, 2])
+    Twice = TilingKeyField(bits=1, values=[0, 1])
+
+    @classmethod
+    def is_valid(cls, key):
+        return not (key[0] == 2 and key[1] == 1)
+
+
+@pl.jit(auto_mutex=False, tiling_key=OpKey)
+def keyed(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32], y: pl.Tensor[[ROWS, COLS], pl.DT_FP32],
+          z: pl.Tensor[[ROWS, COLS], pl.DT_FP32]):  # fmt: skip
+    a = pl.make_tile(_vec(), addr=UB_A)
+    b = pl.make_tile(_vec(), addr=UB_B)
+    c = pl.make_tile(_vec(), addr=UB_C)
+    with pl.section_vector():
+        pl.load(a, x, [0, 0])
+        pl.load(b, y, [0, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+        if Op == 0:  # noqa: F821 - a field of the tiling key
+            pl.add(c, a, b)
+        elif Op == 1:  # noqa: F821
+            pl.sub(c, a, b)
+        else:
+            pl.mul(c, a, b)
+        if Twice == 1:  # noqa: F821
+            pl.add(c, c, c)
+        _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+        pl.store(z, c, [0, 0])
+
+
+@pytest.mark.parametrize(
+    ("key", "expect"),
+    [({"Op": 0, "Twice": 0}, np.add), ({"Op": 1, "Twice": 1}, lambda a, b: 2 * (a - b)), ({"Op": 2, "Twice": 0}, np.multiply)],
+)  # fmt: skip
+def test_a_tiling_key_picks_the_kernel_s_arms_at_launch(key, expect):
+    x, y = (RNG.standard_normal((ROWS, COLS)).astype(np.float32) for _ in range(2))
+    z = np.zeros_like(x)
+    result = keyed[None, 1, key](x, y, z)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(z, expect(x, y), rtol=1e-6)
+
+
+def test_a_tiling_key_is_checked_at_launch_and_at_declaration():
+    args = [np.zeros((ROWS, COLS), np.float32)] * 3
+    with pytest.raises(TilingKeyError, match="launch it as keyed"):
+        keyed(*args)
+    with pytest.raises(TilingKeyError, match=r"OpKey.Op = 3 is not one of its values \[0, 1, 2\]"):
+        keyed[None, 1, {"Op": 3, "Twice": 0}](*args)
+    with pytest.raises(TilingKeyError, match="is_valid refuses"):
+        keyed[None, 1, {"Op": 2, "Twice": 1}](*args)
+    with pytest.raises(TilingKeyError, match=r"the key names \['Op'\]"):
+        keyed[None, 1, {"Op": 0}](*args)
+
+    class TooMany:
+        F = TilingKeyField(bits=1, values=[0, 1, 2])
+
+    with pytest.raises(ValueError, match="has 3 values, more than its 1 bits hold"):
+        pl.jit(tiling_key=TooMany)(lambda: None)
+
+    class TooWide:
+        A = TilingKeyField(bits=40, values=[0])
+        B = TilingKeyField(bits=30, values=[0])
+
+    with pytest.raises(ValueError, match="take 70 bits; a tiling key has 64"):
+        pl.jit(tiling_key=TooWide)(lambda: None)
+
+
+# -- structs and scalar GM access ---------------------------------------------------------
+@pl.jit(auto_mutex=False)
+def running(out: pl.Tensor[[6], pl.DT_INT32], table: pl.Tensor[[2, 3], pl.DT_INT32]):
+    acc = pl.struct("Acc", total=0, best=-100, hist=[0, 0, 0])
+    ring = pl.struct_array(3, "Slot", v=0)
+    with pl.section_vector():
+        for i in pl.range(0, 6):
+            acc.total = acc.total + i
+            acc.best = pl.max(acc.best, i * i - 10)
+            acc.hist[i % 3] = acc.hist[i % 3] + 1
+            ring[i % 3].v = ring[i % 3].v + i
+        local = pl.struct("Local", k=table[1, 2])  # made in the section; an input element read by the scalar unit
+        out[0] = acc.total
+        out[1] = acc.best
+        pl.setval(out, 2, acc.hist[0] * 100 + acc.hist[1] * 10 + acc.hist[2])
+        out[3] = ring[0].v * 100 + ring[1].v * 10 + ring[2].v
+        out[4] = local.k
+        out[5] = pl.min(acc.total, 7)
+
+
+def test_struct_fields_ride_loops_and_the_scalar_unit_writes_them_to_gm():
+    out = np.zeros(6, np.int32)
+    table = np.arange(6, dtype=np.int32).reshape(2, 3)
+    result = running(out, table)
+    assert result.ok, result.report()
+    # total 0+..+5; best max(i*i-10); hist i%3 counts 2,2,2; ring sums 0+3, 1+4, 2+5; table[1, 2]; min(15, 7)
+    np.testing.assert_array_equal(out, [15, 15, 222, 3 * 100 + 5 * 10 + 7, 5, 7])
+
+
+@pl.jit(auto_mutex=False)
+def reads_its_output(out: pl.Tensor[[4], pl.DT_INT32]):
+    with pl.section_vector():
+        out[0] = 1
+        out[1] = out[0]
+
+
+def test_a_scalar_read_of_a_tensor_the_kernel_writes_is_refused():
+    with pytest.raises(UnsupportedConstruct, match="rule 'scalar read'"):
+        reads_its_output(np.zeros(4, np.int32))
+
+
+# -- tensors of any rank --------------------------------------------------------------------
+B, H, S, D = 2, 3, 16, 64
+
+
+@pl.jit(auto_mutex=False)
+def scale_heads(q: pl.Tensor[[B, H, S, D], pl.DT_FP32], o: pl.Tensor[[B, H, S, D], pl.DT_FP32],
+                row: pl.Tensor[[D], pl.DT_FP32]):  # fmt: skip
+    t = pl.make_tile(_vec(S, D), addr=UB_A)
+    r = pl.make_tile(_vec(1, D), addr=UB_B)
+    with pl.section_vector():
+        pl.load(r, row, [0])
+        for b in pl.range(B):
+            for h in pl.range(H):
+                pl.load_tile(t, q, [b, h, 0, 0])
+                _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+                pl.expand_mul(t, t, r, dim=1)
+                _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+                pl.store(o, t, [b, h, 0, 0])
+                _sync(pl.PipeType.MTE3, pl.PipeType.MTE2, 0)
+
+
+def test_a_four_d_tensor_is_read_and_written_window_by_window():
+    q = RNG.standard_normal((B, H, S, D)).astype(np.float32)
+    row = RNG.standard_normal(D).astype(np.float32)
+    o = np.zeros_like(q)
+    result = scale_heads(q, o, row)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(o, q * row, rtol=1e-6)
+
+
+@pl.jit(auto_mutex=False)
+def past_the_dimension(q: pl.Tensor[[B, H, S, D], pl.DT_FP32]):
+    t = pl.make_tile(_vec(S, D), addr=UB_A)
+    with pl.section_vector():
+        pl.load(t, q, [0, 0, 8, 0])
+
+
+def test_a_window_that_runs_past_its_dimension_is_refused():
+    with pytest.raises(ValueError, match="rule 'bounds'.*runs past dimension 2"):
+        past_the_dimension(np.zeros((B, H, S, D), np.float32))
+
+
+# -- ZN Mat tiles -----------------------------------------------------------------------------
+M, K, N = 32, 48, 16
+
+
+@pl.jit(auto_mutex=False)
+def matmul_bt(a: pl.Tensor[[M, K], pl.DT_FP16], b_t: pl.Tensor[[N, K], pl.DT_FP16],
+              out: pl.Tensor[[M, N], pl.DT_FP32]):  # fmt: skip
+    with pl.section_cube():
+        a_mat = pl.make_tile(pl.TileType(shape=[M, K], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat,
+                                         layout=pl.NZ), addr=0x0)  # fmt: skip
+        b_mat = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat,
+                                         layout=pl.ZN), addr=0x8000)  # fmt: skip
+        a_left = pl.make_tile(pl.TileType(shape=[M, K], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Left), addr=0)
+        b_right = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Right,
+                                           layout=pl.ZN), addr=0)  # fmt: skip
+        c = pl.make_tile(pl.TileType(shape=[M, N], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Acc), addr=0)
+        pl.load(a_mat, a, [0, 0])
+        pl.load(b_mat, b_t, [0, 0], order=[1, 0])  # the transpose of b_t lands in the ZN tile
+        _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+        pl.move(a_left, a_mat)
+        pl.move(b_right, b_mat)
+        _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+        pl.matmul(c, a_left, b_right)
+        _sync(pl.PipeType.M, pl.PipeType.FIX, 0)
+        pl.store(out, c, [0, 0])
+
+
+def test_a_transposed_load_into_a_zn_mat_tile_feeds_the_matmul_its_transpose():
+    a = RNG.standard_normal((M, K)).astype(np.float16)
+    b_t = RNG.standard_normal((N, K)).astype(np.float16)
+    out = np.zeros((M, N), np.float32)
+    result = matmul_bt(a, b_t, out)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(out, a.astype(np.float32) @ b_t.astype(np.float32).T, rtol=2e-3, atol=2e-3)
+
+
+@pl.jit(auto_mutex=False)
+def zn_without_order(b_t: pl.Tensor[[N, K], pl.DT_FP16]):
+    with pl.section_cube():
+        b_mat = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat,
+                                         layout=pl.ZN), addr=0x0)  # fmt: skip
+        pl.load(b_mat, b_t, [0, 0])
+
+
+def test_a_zn_mat_tile_loaded_without_the_transposed_order_is_refused():
+    with pytest.raises(UnsupportedConstruct, match=r"rule 'order'.*give order=\[1, 0\]"):
+        zn_without_order(np.zeros((N, K), np.float16))
+
+
+# -- jumps --------------------------------------------------------------------------------------
+def _first_over(limit):
+    for i in pl.range(0, 10):
+        if i * i > limit:
+            return i
+    return -1
+
+
+@pl.jit(auto_mutex=False)
+def jumps(out: pl.Tensor[[4], pl.DT_INT32]):
+    with pl.section_vector():
+        n: pl.DT_INT32 = 0
+        while n < 5:
+            n = n + 1
+        total = 0
+        for i in pl.range(0, 8):  # static bounds: unrolled, as it breaks
+            if i == 6:
+                break
+            if i % 2 == 1:
+                continue
+            total = total + i
+        out[0] = n
+        out[1] = total
+        out[2] = _first_over(20)
+        out[3] = _first_over(200)
+
+
+def test_static_while_break_continue_and_early_return_run_as_python():
+    out = np.zeros(4, np.int32)
+    result = jumps(out)
+    assert result.ok, result.report()
+    np.testing.assert_array_equal(out, [5, 0 + 2 + 4, 5, -1])
+
+
+@pl.jit(auto_mutex=False)
+def traced_break(out: pl.Tensor[[4], pl.DT_INT32]):
+    with pl.section_vector():
+        for i in pl.range(pl.get_block_idx(), 4):  # a run-time start: recorded as a loop
+            if i == 2:
+                break
+            out[i] = i
+
+
+def test_a_jump_a_run_time_value_decides_is_refused_naming_the_loop():
+    with pytest.raises(UnsupportedConstruct, match="breaks or continues and its bounds are run-time values"):
+        traced_break[None, 2](np.zeros(4, np.int32))
+
+
+# -- valid shapes (tails) -------------------------------------------------------------------------
+TOTAL_ROWS, TAIL_COLS = 40, 48  # 40 rows in 16-row tiles: a tail of 8; 48 of the tile's 64 columns
+
+
+@pl.jit(auto_mutex=False)
+def row_sums(x: pl.Tensor[[TOTAL_ROWS, TAIL_COLS], pl.DT_FP32], y: pl.Tensor[[TOTAL_ROWS, TAIL_COLS], pl.DT_FP32],
+             s: pl.Tensor[[TOTAL_ROWS, 1], pl.DT_FP32]):  # fmt: skip
+    t = pl.make_tile(pl.TileType(shape=[ROWS, COLS], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec,
+                                 valid_shape=[-1, -1]), addr=UB_A)  # fmt: skip
+    r = pl.make_tile(pl.TileType(shape=[ROWS, 1], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec, layout=pl.DN,
+                                 valid_shape=[-1, -1]), addr=UB_B)  # fmt: skip
+    with pl.section_vector():
+        for row in pl.range(0, TOTAL_ROWS, ROWS):
+            valid_rows = pl.min(ROWS, TOTAL_ROWS - row)
+            pl.set_validshape(t, [valid_rows, TAIL_COLS])
+            pl.set_validshape(r, [valid_rows, 1])
+            pl.load(t, x, [row, 0])
+            _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+            pl.exp(t, t)
+            pl.sum(r, t, t, dim=0)
+            _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+            pl.store(y, t, [row, 0])
+            pl.store(s, r, [row, 0])
+            _sync(pl.PipeType.MTE3, pl.PipeType.MTE2, 0)
+
+
+def test_a_tail_tile_loads_computes_and_stores_its_valid_region_only():
+    x = RNG.standard_normal((TOTAL_ROWS, TAIL_COLS)).astype(np.float32)
+    y = np.zeros_like(x)
+    s = np.zeros((TOTAL_ROWS, 1), np.float32)
+    result = row_sums(x, y, s)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(y, np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(s, np.exp(x).sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+@pl.jit(auto_mutex=False)
+def too_valid(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32]):
+    t = pl.make_tile(pl.TileType(shape=[ROWS, COLS], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec,
+                                 valid_shape=[ROWS, COLS + 1]), addr=UB_A)  # fmt: skip
+    with pl.section_vector():
+        pl.load(t, x, [0, 0])
+
+
+@pl.jit(auto_mutex=False)
+def undeclared_valid(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32]):
+    t = pl.make_tile(_vec(), addr=UB_A)
+    with pl.section_vector():
+        pl.set_validshape(t, [8, COLS])
+
+
+def test_a_valid_shape_outside_its_tile_or_never_declared_is_refused():
+    with pytest.raises(ValueError, match=r"rule 'valid shape': valid_shape \[16, 65\] is outside \[16, 64\]"):
+        too_valid(np.zeros((ROWS, COLS), np.float32))
+    with pytest.raises(ValueError, match="declare its TileType with valid_shape"):
+        undeclared_valid(np.zeros((ROWS, COLS), np.float32))
+
+
+@pl.jit(auto_mutex=False)
+def tail_past_the_tile(x: pl.Tensor[[TOTAL_ROWS, TAIL_COLS], pl.DT_FP32]):
+    t = pl.make_tile(pl.TileType(shape=[ROWS, COLS], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec,
+                                 valid_shape=[-1, -1]), addr=UB_A)  # fmt: skip
+    with pl.section_vector():
+        for row in pl.range(0, 2 * ROWS, ROWS):
+            pl.set_validshape(t, [ROWS + row // ROWS, TAIL_COLS])  # 17 rows of a 16-row tile on the second trip
+            pl.load(t, x, [row, 0])
+
+
+def test_a_run_time_valid_shape_past_its_tile_is_a_bounds_finding():
+    result = tail_past_the_tile(np.zeros((TOTAL_ROWS, TAIL_COLS), np.float32))
+    assert not result.ok
+    assert "BOUNDS" in str(result.report()) and "loop iteration (1)" in str(result.report())
+
+
+# -- outputs passed holding data ----------------------------------------------------------------
+@pl.jit(auto_mutex=False)
+def top_half(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32], out: pl.Tensor[[2 * ROWS, COLS], pl.DT_FP32]):
+    t = pl.make_tile(_vec(), addr=UB_A)
+    with pl.section_vector():
+        pl.load(t, x, [0, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.MTE3, 0)
+        pl.store(out, t, [0, 0])
+
+
+def test_an_output_passed_holding_data_keeps_what_the_kernel_does_not_store():
+    x = RNG.standard_normal((ROWS, COLS)).astype(np.float32)
+    out = np.full((2 * ROWS, COLS), 7.0, np.float32)
+    result = top_half(x, out)
+    assert result.ok, result.report()
+    np.testing.assert_array_equal(out[:ROWS], x)
+    np.testing.assert_array_equal(out[ROWS:], 7.0)  # as the device leaves the buffer it was given
