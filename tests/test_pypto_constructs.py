@@ -368,3 +368,51 @@ def test_an_output_passed_holding_data_keeps_what_the_kernel_does_not_store():
     assert result.ok, result.report()
     np.testing.assert_array_equal(out[:ROWS], x)
     np.testing.assert_array_equal(out[ROWS:], 7.0)  # as the device leaves the buffer it was given
+
+
+# -- tails on the cube ---------------------------------------------------------------------------
+TAIL_M, TILE_M, TAIL_K, TAIL_N = 40, 32, 32, 32  # 40 rows in 32-row tiles: a tail of 8
+
+
+def _tailed(shape, dtype, space):
+    return pl.TileType(shape=shape, dtype=dtype, target_memory=space, valid_shape=[-1, -1])
+
+
+@pl.jit(auto_mutex=False)
+def matmul_tail(a: pl.Tensor[[TAIL_M, TAIL_K], pl.DT_FP16], b: pl.Tensor[[TAIL_K, TAIL_N], pl.DT_FP16],
+                out: pl.Tensor[[TAIL_M, TAIL_N], pl.DT_FP32]):  # fmt: skip
+    with pl.section_cube():
+        a_mat = pl.make_tile(_tailed([TILE_M, TAIL_K], pl.DT_FP16, pl.MemorySpace.Mat), addr=0x0)
+        b_mat = pl.make_tile(pl.TileType(shape=[TAIL_K, TAIL_N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat),
+                             addr=0x8000)  # fmt: skip
+        a_left = pl.make_tile(_tailed([TILE_M, TAIL_K], pl.DT_FP16, pl.MemorySpace.Left), addr=0)
+        b_right = pl.make_tile(pl.TileType(shape=[TAIL_K, TAIL_N], dtype=pl.DT_FP16,
+                                           target_memory=pl.MemorySpace.Right), addr=0)  # fmt: skip
+        c = pl.make_tile(_tailed([TILE_M, TAIL_N], pl.DT_FP32, pl.MemorySpace.Acc), addr=0)
+        pl.load(b_mat, b, [0, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 1)
+        pl.move(b_right, b_mat)
+        for row in pl.range(0, TAIL_M, TILE_M):
+            rows = pl.min(TILE_M, TAIL_M - row)
+            pl.set_validshape(a_mat, [rows, TAIL_K])
+            pl.set_validshape(a_left, [rows, TAIL_K])
+            pl.set_validshape(c, [rows, TAIL_N])
+            pl.load(a_mat, a, [row, 0])
+            _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+            pl.move(a_left, a_mat)
+            _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+            pl.matmul(c, a_left, b_right)
+            _sync(pl.PipeType.M, pl.PipeType.FIX, 0)
+            pl.store(out, c, [row, 0])
+            _sync(pl.PipeType.FIX, pl.PipeType.M, 0)
+            _sync(pl.PipeType.M, pl.PipeType.MTE1, 0)
+            _sync(pl.PipeType.MTE1, pl.PipeType.MTE2, 0)
+
+
+def test_a_matmul_tail_loads_multiplies_and_stores_its_valid_rows():
+    a = RNG.standard_normal((TAIL_M, TAIL_K)).astype(np.float16)
+    b = RNG.standard_normal((TAIL_K, TAIL_N)).astype(np.float16)
+    out = np.zeros((TAIL_M, TAIL_N), np.float32)
+    result = matmul_tail(a, b, out)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(out, a.astype(np.float32) @ b.astype(np.float32), rtol=2e-3, atol=2e-3)

@@ -397,16 +397,22 @@ def _accumulates(a: dict):
 def _nop(a: dict):
     """Whether an mmad is a no-op (m, k or n is 0): False when its sizes say statically it is not, else a bool
     (an array when a size is traced)."""
-    if "m" not in a:
-        return False  # the PyPTO-Pro spellings multiply whole tiles
-    sizes = [a[x] for x in ("m", "k", "n")]
+    if "a" not in a and all(a.get(x) is None for x in ("m", "k", "n")):
+        return False  # the PyPTO-Pro spellings multiply whole tiles, unless given a tail's sizes
+    sizes = [a[x] for x in ("m", "k", "n")] if "a" in a else list(_pypto_sizes(a))
     if all(isinstance(v, (int, np.integer)) for v in sizes):
         return jnp.asarray(True) if any(int(v) == 0 for v in sizes) else False
     return (jnp.asarray(sizes[0]) == 0) | (jnp.asarray(sizes[1]) == 0) | (jnp.asarray(sizes[2]) == 0)
 
 
 def _mn(a: dict):
-    """An mmad's m and n (the tiles' sizes for the PyPTO-Pro spellings)."""
-    if "m" in a:
+    """An mmad's m and n (the tiles' sizes for the PyPTO-Pro spellings, or a tail's)."""
+    if "a" in a:
         return jnp.asarray(a["m"]), jnp.asarray(a["n"])
-    return a["lhs"].rows, a["rhs"].cols
+    m, _, n = _pypto_sizes(a)
+    return m, n
+
+
+def _pypto_sizes(a: dict) -> tuple:
+    """A PyPTO-Pro matmul's (m, k, n): the tiles' unless given."""
+    return isa.ops.matmul_sizes(a["lhs"], a["rhs"], a.get("m"), a.get("k"), a.get("n"))

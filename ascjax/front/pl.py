@@ -149,14 +149,20 @@ def range(*args, count=None):  # noqa: A001 - PyPTO-Pro's name
 
 
 # -- cube ------------------------------------------------------------------------------
-def matmul(dst, lhs, rhs, bias=None, *, phase=None):
-    """``dst = lhs @ rhs (+ bias)`` on the cube; ``phase`` drives the L0C unit flag."""
-    current().matmul(dst, lhs, rhs, bias, phase=phase)
+def _sized(m, k, n) -> dict:
+    """The ``m`` / ``k`` / ``n`` keywords given (a tail's sizes; none: the tiles')."""
+    return {name: v for name, v in (("m", m), ("k", k), ("n", n)) if v is not None}
 
 
-def matmul_acc(dst, acc, lhs, rhs, *, phase=None):
+def matmul(dst, lhs, rhs, bias=None, *, phase=None, m=None, k=None, n=None):
+    """``dst = lhs @ rhs (+ bias)`` on the cube; ``phase`` drives the L0C unit flag; ``m``, ``k``, ``n`` (traced
+    allowed): a tail's sizes instead of the tiles'."""
+    current().matmul(dst, lhs, rhs, bias, phase=phase, **_sized(m, k, n))
+
+
+def matmul_acc(dst, acc, lhs, rhs, *, phase=None, m=None, k=None, n=None):
     """``dst = acc + lhs @ rhs`` (``acc`` is ``dst``)."""
-    current().matmul_acc(dst, acc, lhs, rhs, phase=phase)
+    current().matmul_acc(dst, acc, lhs, rhs, phase=phase, **_sized(m, k, n))
 
 
 def matmul_mx(dst, lhs, rhs, scale_a, scale_b, *, phase=None):
@@ -200,48 +206,61 @@ def _path(what: str, src: Buffer, dst: Buffer, tile) -> isa.Instruction:
     raise ValueError(f"pl.{what} {side} {names} tiles, got {tile}")
 
 
-def _sizes(valid, tile, what: str) -> dict:
-    """The ``rows`` / ``cols`` keywords of a copy of ``tile``'s ``valid`` region (none for the whole tile); a traced
-    region of a tile that is not in UB is refused (its copies move whole fractals)."""
-    if valid is None:
-        return {}
+def _whole(valid, tile) -> bool:
+    """Whether ``valid`` is statically all of ``tile``."""
     static = all(isinstance(v, (int, np.integer)) for v in valid)
-    if static and tuple(int(v) for v in valid) == (tile.rows, tile.cols):
+    return static and tuple(int(v) for v in valid) == (tile.rows, tile.cols)
+
+
+def _l0c_region(valid, src, mode) -> dict:
+    """The ``m`` / ``n`` of a move out of L0C for ``src``'s valid region: static ones as given; a run-time region
+    moves the whole tile in a single mode (its valid part lands where the region's would), and is refused in a
+    dual mode, whose split would divide it differently."""
+    if valid is None or _whole(valid, src):
         return {}
-    if tile.buffer is not Buffer.UB and not static:
+    if all(isinstance(v, (int, np.integer)) for v in valid):
+        return {"m": valid[0], "n": valid[1]}
+    if AccToVecMode(mode) in (AccToVecMode.DualModeSplitM, AccToVecMode.DualModeSplitN):
         raise NotImplementedError(
-            f"rule 'valid shape': pl.{what} of {tile} with a run-time valid shape is modelled for Vec tiles only"
+            f"rule 'valid shape': pl.move of {src} with a run-time valid shape in {AccToVecMode(mode).name} is not "
+            "modelled (the split divides the valid region); use a single mode or a static valid shape"
         )
+    return {}
+
+
+def _sizes(valid, tile) -> dict:
+    """The ``rows`` / ``cols`` keywords of a copy of ``tile``'s ``valid`` region (none for the whole tile)."""
+    if valid is None or _whole(valid, tile):
+        return {}
     return {"rows": valid[0], "cols": valid[1]}
 
 
 def load(dst, src: str, offsets=(0, 0), *, valid=None):
     """GM -> L1 (ND -> Nz, cube) or GM -> UB (vector), MTE2; ``offsets`` (row, col) may be traced; ``valid``
-    (rows, cols): only that top-left region of ``dst`` (a tail)."""
+    (rows, cols, traced allowed): only that top-left region of ``dst`` (a tail)."""
     k = current()
     row, col = offsets
     instr = _path("load", Buffer.GM, dst.buffer, dst)
-    getattr(k, instr.name)(dst, src, row=row, col=col, **_sizes(valid, dst, "load"))
+    getattr(k, instr.name)(dst, src, row=row, col=col, **_sizes(valid, dst))
 
 
 def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None, valid=None):
     """L0C -> GM (FIX, Nz -> ND, ``phase`` = STPhase, ``scale`` = quantisation) or UB -> GM (MTE3).
 
     ``atomic=AtomicType.AtomicAdd`` (or True) adds to GM instead of overwriting it; ``valid`` (rows, cols): only
-    that top-left region of a Vec ``src`` (a tail).
+    that top-left region of ``src`` (a tail).
     """
     k = current()
     row, col = offsets
     add = atomic_add(atomic)
     instr = _path("store", src.buffer, Buffer.GM, src)
     if instr.kind is InstrKind.L0C_READ:
-        if _sizes(valid, src, "store"):
-            raise NotImplementedError(f"rule 'valid shape': pl.store of {src} stores the whole Acc tile")
-        getattr(k, instr.name)(dst, src, (row, col), phase=phase, relu=relu, scale=scale, atomic=add)
+        sizes = {} if valid is None or _whole(valid, src) else {"m": valid[0], "n": valid[1]}
+        getattr(k, instr.name)(dst, src, (row, col), phase=phase, relu=relu, scale=scale, atomic=add, **sizes)
         return
     if phase is not None or scale is not None or relu:
         raise ValueError("phase, scale and relu apply to a store out of L0C (the fixpipe), not from UB")
-    getattr(k, instr.name)(dst, src, row=row, col=col, atomic=add, **_sizes(valid, src, "store"))
+    getattr(k, instr.name)(dst, src, row=row, col=col, atomic=add, **_sizes(valid, src))
 
 
 def store_tile(dst: str, src, tile_offsets=(0, 0), **kwargs):
@@ -249,18 +268,20 @@ def store_tile(dst: str, src, tile_offsets=(0, 0), **kwargs):
     store(dst, src, (tile_offsets[0] * src.rows, tile_offsets[1] * src.cols), **kwargs)
 
 
-def move(dst, src, offset=None, *, acc_to_vec_mode=None, phase=None, relu: bool = False, transpose: bool = False):
+def move(dst, src, offset=None, *, acc_to_vec_mode=None, phase=None, relu: bool = False, transpose: bool = False,
+         valid=None):  # fmt: skip
     """Between on-chip buffers: L1 -> L0A / L0B / Bias (MTE1), L0C -> UB (FIX), UB -> L1 (MTE3, as ``insert``),
     UB -> UB (V: same element count, so a ``[1, n]`` row becomes an ``[n, 1]`` column).
 
-    L1 tiles hold A (M x K) and B (K x N) as loaded; ``transpose=True`` says the L1 tile holds the transpose.
+    L1 tiles hold A (M x K) and B (K x N) as loaded; ``transpose=True`` says the L1 tile holds the transpose;
+    ``valid`` (rows, cols): the region of an L0C ``src`` moved to UB (a tail; the split mode divides it).
     """
     k = current()
     instr = _path("move", src.buffer, dst.buffer, src)
     method = getattr(k, instr.name)
     if instr.kind is InstrKind.L0C_READ:
         mode = AccToVecMode.SingleModeVec0 if acc_to_vec_mode is None else acc_to_vec_mode
-        method(dst, src, acc_to_vec_mode=mode, phase=phase, relu=relu)
+        method(dst, src, acc_to_vec_mode=mode, phase=phase, relu=relu, **_l0c_region(valid, src, mode))
         return
     if phase is not None or acc_to_vec_mode is not None:
         raise ValueError(f"phase and acc_to_vec_mode apply to a move out of L0C, not {src.buffer} -> {dst.buffer}")

@@ -16,19 +16,22 @@ _MX = (Operand("scale_a", (Buffer.SCALE_LEFT,)), Operand("scale_b", (Buffer.SCAL
 def _cycles(c, a, gm):
     """The head and the compute of one mmad (the head is paid by every mmad here: the record has no notion yet of
     mmads streaming back to back)."""
-    if "m" in a:  # mmad / mmad_mx: valid sizes (traced allowed)
+    if "a" in a:  # mmad / mmad_mx: valid sizes (traced allowed)
         lhs, rhs, (m, k, n) = a["a"], a["b"], (a["m"], a["k"], a["n"])
-    else:  # the PyPTO-Pro spellings: the tiles' sizes
+    else:  # the PyPTO-Pro spellings: the tiles' sizes, or a tail's
         lhs, rhs = a["lhs"], a["rhs"]
-        m, k, n = lhs.rows, lhs.cols, rhs.cols
+        m, k, n = ops.matmul_sizes(lhs, rhs, a.get("m"), a.get("k"), a.get("n"))
     mx = a.get("mx") is not None or "scale_a" in a
     return c.mmad_head_cycles + mmad_cycles(c, lhs.dtype, rhs.c0, m, k, n, mx=mx)
 
 
 def _faults(chip, a, gm_shapes):
-    """An mmad's traced sizes against its tiles and the GEMV layout (the PyPTO-Pro spellings' sizes are static)."""
-    if "m" not in a:
-        return ()
+    """An mmad's traced sizes against its tiles and the GEMV layout (the PyPTO-Pro spellings': a tail's sizes)."""
+    if "a" not in a:
+        if all(a.get(x) is None for x in ("m", "k", "n")):
+            return ()
+        sizes = ops.matmul_sizes(a["lhs"], a["rhs"], a.get("m"), a.get("k"), a.get("n"))
+        return ops.mmad_faults(chip, a["dst"], a["lhs"], a["rhs"], *sizes)
     gemv = a.get("disable_gemv", True)  # mmad_mx never runs GEMV
     align = a.get("k_direction_align", False)
     return ops.mmad_faults(chip, a["c"], a["a"], a["b"], a["m"], a["k"], a["n"], gemv, align)

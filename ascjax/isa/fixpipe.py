@@ -45,9 +45,9 @@ def _to_gm_faults(chip, a, shapes):
 
 
 def _store_faults(chip, a, shapes):
-    """``store``'s traced (row, col) offsets against the output tensor: a fixpipe's."""
+    """``store``'s traced (row, col) offsets and tail sizes against the output tensor: a fixpipe's."""
     row, col = a.get("offsets", (0, 0))
-    return ops.fixpipe_faults(a["src"], shapes[a["dst"]], dst_row=row, dst_col=col)
+    return ops.fixpipe_faults(a["src"], shapes[a["dst"]], m=a.get("m"), n=a.get("n"), dst_row=row, dst_col=col)
 
 
 def _read(name, data, summary, operands, cost, cycles, faults=None):

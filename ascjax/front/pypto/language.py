@@ -284,12 +284,34 @@ def move(dst_tile, src_tile, offset=None, *, acc_to_vec_mode=None, relu_pre_mode
     if transpose and offset is not None:
         offset = tuple(offset)[::-1]
     _pl.move(dst_tile, src_tile, offset, acc_to_vec_mode=acc_to_vec_mode, phase=phase, relu=bool(relu_pre_mode),
-             transpose=transpose)  # fmt: skip
+             transpose=transpose, valid=_tiles.valid(src_tile))  # fmt: skip
 
 
 insert = _pl.insert
-matmul = _pl.matmul
-matmul_acc = _pl.matmul_acc
+
+
+def _tail_sizes(dst, lhs, rhs) -> dict:
+    """A matmul's m, k, n from its tiles' valid shapes (Left's rows and columns, Right's columns); none when no
+    tile has one."""
+    left, right, acc = _tiles.valid(lhs), _tiles.valid(rhs), _tiles.valid(dst)
+    if left is None and right is None and acc is None:
+        return {}
+    m = left[0] if left is not None else acc[0] if acc is not None else lhs.rows
+    k = left[1] if left is not None else right[0] if right is not None else lhs.cols
+    n = right[1] if right is not None else acc[1] if acc is not None else rhs.cols
+    return {"m": m, "k": k, "n": n}
+
+
+def matmul(dst, lhs, rhs, bias=None, *, phase=None):
+    """``pl.matmul``: dst = lhs @ rhs (+ bias), over the tiles' valid shapes where they have them."""
+    _pl.matmul(dst, lhs, rhs, bias, phase=phase, **_tail_sizes(dst, lhs, rhs))
+
+
+def matmul_acc(dst, acc, lhs, rhs, *, phase=None):
+    """``pl.matmul_acc``: dst = acc + lhs @ rhs (``acc`` is ``dst``), over the valid shapes."""
+    _pl.matmul_acc(dst, acc, lhs, rhs, phase=phase, **_tail_sizes(dst, lhs, rhs))
+
+
 matmul_mx = _pl.matmul_mx
 matmul_mx_acc = _pl.matmul_mx_acc
 

@@ -14,7 +14,7 @@ from .fixpipe import (
 )
 from .mmad_mx import copy_l12scale, copy_l12scale_faults, matmul_mx, matmul_mx_acc, mmad_mx
 from .move import copy_gm2l1, copy_gm2l1_nd2nz, copy_l12bt, copy_l12l0a, copy_l12l0b, offset_faults
-from .pypto import matmul, matmul_acc, move_to_vec, store
+from .pypto import matmul, matmul_acc, matmul_sizes, move_to_vec, store
 from .scalar import setval_gm
 from .sync import mutex_lock, mutex_unlock, sync_notify, sync_pipe, sync_wait
 from .ub_move import AccToVecMode, copy_gm2ub, copy_l0c2ub, copy_ub2gm, copy_ub2l1, split
@@ -57,6 +57,7 @@ __all__ = [
     "fixpipe_faults",
     "matmul",
     "matmul_acc",
+    "matmul_sizes",
     "mmad",
     "mmad_faults",
     "offset_faults",

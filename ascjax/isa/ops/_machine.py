@@ -18,6 +18,12 @@ RACY_READ = contextvars.ContextVar("racy_read", default=False)
 NO_FAULTS = contextvars.ContextVar("no_faults", default=False)
 
 
+def _need(cond: bool, message: str) -> None:
+    """Refuse a static operand that breaks a rule (the message names it)."""
+    if not cond:
+        raise ValueError(message)
+
+
 def core_of(sub: int | None) -> int:
     """The core an op runs on: the AIC for ``sub=None``, AIV0 / AIV1 for ``sub`` 0 / 1."""
     if sub is None:

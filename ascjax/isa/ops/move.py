@@ -10,12 +10,8 @@ from ...core._memory import Tile
 from ...core.layout import from_fractal, pad_to, to_fractal
 from ...engine import Fault
 from ...engine._state import State
-from ._machine import executes, poison, racy_read, select, static_int
-
-
-def _need(cond: bool, message: str) -> None:
-    if not cond:
-        raise ValueError(message)
+from ._machine import _need, executes, poison, racy_read, select, static_int
+from .valid import check_valid, valid_faults
 
 
 def _expect(tile: Tile, buffers, what: str) -> None:
@@ -95,8 +91,10 @@ def copy_gm2l1(
         jnp.dtype(g.dtype) == dst.np_dtype,
         f"GM tensor {src!r} is {g.dtype} but {dst} is {dst.dtype}: copy_gm2l1 does not convert",
     )
-    rows = dst.rows - dst_row if rows is None else rows
-    cols = dst.cols - dst_col if cols is None else cols
+    if dst_row == 0 and dst_col == 0 and any(v is not None and static_int(v) is None for v in (rows, cols)):
+        return _tail_gm2l1(state, dst, g, row, col, rows, cols)
+    rows = dst.rows - dst_row if rows is None else static_int(rows)
+    cols = dst.cols - dst_col if cols is None else static_int(cols)
     _need(
         rows <= g.shape[0] and cols <= g.shape[1],
         f"rule 'bounds': a {rows}x{cols} window does not fit GM tensor {src!r} of shape {tuple(g.shape)}",
@@ -120,6 +118,26 @@ def copy_gm2l1(
     else:
         nd = jax.lax.dynamic_update_slice(nd, window, (dst_row, dst_col))
     return write_tile(state, dst, to_fractal(nd, dst.fmt, dst.c0), execute, racy_read())
+
+
+def _tail_gm2l1(state: State, dst: Tile, g, row, col, rows, cols) -> State:
+    """``copy_gm2l1`` of a traced ``rows x cols`` window (a tail): the region's rows, each padded with zeros to
+    whole fractal columns as ND2NZ writes them; the rest of ``dst`` is kept and nothing past the tensor is read."""
+    region = (dst.rows if rows is None else rows, dst.cols if cols is None else cols)
+    check_valid(region, (dst.rows, dst.cols), "copy_gm2l1")
+    window = gm2l1_window(dst, g.shape, row=row, col=col, rows=region[0], cols=region[1])
+    execute = executes([*offset_faults(*window), *valid_faults(region, (dst.rows, dst.cols))])
+    nd = from_fractal(state.tile(dst), dst.fmt)
+    height, width = nd.shape
+    r = jnp.clip(jnp.asarray(row, jnp.int32) + jnp.arange(height, dtype=jnp.int32), 0, g.shape[0] - 1)
+    c = jnp.clip(jnp.asarray(col, jnp.int32) + jnp.arange(width, dtype=jnp.int32), 0, g.shape[1] - 1)
+    unit_c = dst.c0 if dst.fmt is Format.NZ else 1
+    valid_rows, valid_cols = (jnp.asarray(v, jnp.int32) for v in region)
+    span = (valid_cols + unit_c - 1) // unit_c * unit_c  # a row's columns padded to whole fractals
+    rows_in = (jnp.arange(height) < valid_rows)[:, None]
+    data = jnp.where(rows_in & (jnp.arange(width) < valid_cols)[None, :], g[r][:, c].astype(nd.dtype), 0)
+    written = rows_in & (jnp.arange(width) < span)[None, :] & execute
+    return write_tile(state, dst, to_fractal(jnp.where(written, data, nd), dst.fmt, dst.c0), True, racy_read())
 
 
 def copy_gm2l1_nd2nz(state: State, dst: Tile, src: str, **kwargs) -> State:

@@ -35,36 +35,35 @@ def atomic_add(atomic) -> bool:
     raise ValueError(f"store atomic= takes pl.AtomicType.AtomicNone / AtomicAdd (or a bool), got {atomic!r}")
 
 
-def matmul(state: State, dst: Tile, lhs: Tile, rhs: Tile, bias: Tile | None = None, *, phase=None) -> State:
-    """``pl.matmul``: dst = lhs x rhs (+ bias), sizes from the tiles; overwrites dst."""
-    return mmad(
-        state,
-        dst,
-        lhs,
-        rhs,
-        lhs.rows,
-        lhs.cols,
-        rhs.cols,
-        unit_flag_mode=phase,
-        c_matrix_init_val=bias is None,
-        bias=bias,
-    )
+def matmul_sizes(lhs: Tile, rhs: Tile, m=None, k=None, n=None) -> tuple:
+    """A matmul's (m, k, n): the tiles' unless given (a tail's valid sizes, traced allowed)."""
+    return (lhs.rows if m is None else m, lhs.cols if k is None else k, rhs.cols if n is None else n)
 
 
-def matmul_acc(state: State, dst: Tile, acc: Tile, lhs: Tile, rhs: Tile, *, phase=None) -> State:
+def matmul(state: State, dst: Tile, lhs: Tile, rhs: Tile, bias: Tile | None = None, *, phase=None, m=None, k=None,
+           n=None) -> State:  # fmt: skip
+    """``pl.matmul``: dst = lhs x rhs (+ bias), sizes from the tiles (or ``m``, ``k``, ``n``: a tail's); overwrites
+    dst."""
+    m, k, n = matmul_sizes(lhs, rhs, m, k, n)
+    return mmad(state, dst, lhs, rhs, m, k, n, unit_flag_mode=phase, c_matrix_init_val=bias is None, bias=bias)
+
+
+def matmul_acc(state: State, dst: Tile, acc: Tile, lhs: Tile, rhs: Tile, *, phase=None, m=None, k=None,
+               n=None) -> State:  # fmt: skip
     """``pl.matmul_acc``: dst = acc + lhs x rhs, accumulating in L0C (``acc`` must be ``dst``)."""
     _need(acc == dst, f"matmul_acc accumulates in place: acc {acc} must be dst {dst}")
-    return mmad(state, dst, lhs, rhs, lhs.rows, lhs.cols, rhs.cols, unit_flag_mode=phase)
+    return mmad(state, dst, lhs, rhs, *matmul_sizes(lhs, rhs, m, k, n), unit_flag_mode=phase)
 
 
 def store(
-    state: State, dst: str, src: Tile, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None
-) -> State:
+    state: State, dst: str, src: Tile, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None,
+    m=None, n=None,
+) -> State:  # fmt: skip
     """``pl.store`` of an L0C tile to GM (fixpipe, Nz -> ND) at ``offsets`` (row, col; traced allowed).
 
     ``scale`` is the fixpipe quantisation scale: a float (per tensor) or a GM vector name (per
     channel), see ``fixpipe(quant_scale=...)``. ``atomic=AtomicType.AtomicAdd`` adds the
-    result to GM instead of overwriting it.
+    result to GM instead of overwriting it; ``m`` / ``n`` (traced allowed): only that top-left region (a tail).
     """
     _expect(src, Buffer.L0C, "src")
     return fixpipe(
@@ -77,12 +76,16 @@ def store(
         unit_flag_mode=phase,
         quant_scale=scale,
         atomic=atomic_add(atomic),
+        m=m,
+        n=n,
     )
 
 
 def move_to_vec(
-    state: State, dst: Tile, src: Tile, *, acc_to_vec_mode=AccToVecMode.SingleModeVec0, phase=None, relu: bool = False
-) -> State:
-    """``pl.move`` of an L0C tile to the AIVs' UB (FIX), split by ``acc_to_vec_mode``; phases as for ``store``."""
+    state: State, dst: Tile, src: Tile, *, acc_to_vec_mode=AccToVecMode.SingleModeVec0, phase=None, relu: bool = False,
+    m=None, n=None,
+) -> State:  # fmt: skip
+    """``pl.move`` of an L0C tile to the AIVs' UB (FIX), split by ``acc_to_vec_mode``; phases as for ``store``;
+    ``m`` / ``n``: a tail's region of ``src`` (the split divides it)."""
     _expect(src, Buffer.L0C, "src")
-    return copy_l0c2ub(state, dst, src, acc_to_vec_mode=acc_to_vec_mode, relu=relu, unit_flag_mode=phase)
+    return copy_l0c2ub(state, dst, src, acc_to_vec_mode=acc_to_vec_mode, relu=relu, unit_flag_mode=phase, m=m, n=n)

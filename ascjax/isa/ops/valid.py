@@ -12,8 +12,7 @@ import jax.numpy as jnp
 
 from ...core import BOUNDS_WHAT, Finding
 from ...engine import Fault
-from ._machine import static_int
-from .move import _need
+from ._machine import _need, static_int
 
 #: the BOUNDS_WHAT indices of a valid region's rows and columns
 VALID_WHATS = (BOUNDS_WHAT.index("valid rows"), BOUNDS_WHAT.index("valid columns"))
