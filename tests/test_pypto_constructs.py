@@ -416,3 +416,51 @@ def test_a_matmul_tail_loads_multiplies_and_stores_its_valid_rows():
     result = matmul_tail(a, b, out)
     assert result.ok, result.report()
     np.testing.assert_allclose(out, a.astype(np.float32) @ b.astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+# -- two tiles on one address ----------------------------------------------------------------------
+@pl.jit(auto_mutex=False)
+def sums_as_a_row(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32], out: pl.Tensor[[1, ROWS], pl.DT_FP32]):
+    t = pl.make_tile(_vec(), addr=UB_A)
+    column = pl.make_tile(_vec(ROWS, 1), addr=UB_B)
+    row = pl.make_tile(_vec(1, ROWS), addr=UB_B)  # the same bytes as `column`: a view of its elements
+    with pl.section_vector():
+        pl.load(t, x, [0, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+        pl.sum(column, t, t, dim=0)
+        _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+        pl.store(out, row, [0, 0])
+
+
+@pl.jit(auto_mutex=False)
+def sums_as_a_row_unsynced(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32], out: pl.Tensor[[1, ROWS], pl.DT_FP32]):
+    t = pl.make_tile(_vec(), addr=UB_A)
+    column = pl.make_tile(_vec(ROWS, 1), addr=UB_B)
+    row = pl.make_tile(_vec(1, ROWS), addr=UB_B)
+    with pl.section_vector():
+        pl.load(t, x, [0, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+        pl.sum(column, t, t, dim=0)
+        pl.store(out, row, [0, 0])  # reads the view's bytes while V may still write them
+
+
+def test_a_tile_at_another_tile_s_bytes_views_its_elements_and_races_with_it():
+    x = RNG.standard_normal((ROWS, COLS)).astype(np.float32)
+    out = np.zeros((1, ROWS), np.float32)
+    result = sums_as_a_row(x, out)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(out[0], x.sum(axis=1), rtol=1e-5, atol=1e-5)
+    bad = sums_as_a_row_unsynced(x, np.zeros((1, ROWS), np.float32))
+    text = str(bad.report())
+    assert "RACE (RAW)" in text and "pl.sum" in text and "pl.store" in text  # the store reads what V may still write
+
+
+@pl.jit(auto_mutex=False)
+def half_overlap(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32]):
+    pl.make_tile(_vec(ROWS, 1), addr=UB_B)
+    pl.make_tile(_vec(1, 2 * ROWS), addr=UB_B)  # more bytes than the live tile: no view
+
+
+def test_a_tile_overlapping_part_of_another_is_refused():
+    with pytest.raises(ValueError, match="rule 'no overlap'"):
+        half_overlap(np.zeros((ROWS, COLS), np.float32))

@@ -37,6 +37,12 @@ class Tile:
     cols: int
     dtype: str  # canonical dtype name, see ascjax.core._dtypes
     fmt: Format
+    storage: str | None = None  # a view's: the tile whose elements it reads and writes (None: its own)
+
+    @property
+    def key(self) -> str:
+        """The name its elements are kept under (its own, or the viewed tile's)."""
+        return self.storage or self.name
 
     @property
     def c0(self) -> int:
@@ -90,12 +96,33 @@ class Allocator:
             return self.chip.a_format
         return _FORMATS[buffer][0]
 
-    def alloc(self, buffer, shape, dtype, *, fmt=None, addr=None, name=None) -> Tile:
+    def alloc(self, buffer, shape, dtype, *, fmt=None, addr=None, name=None, view: bool = False) -> Tile:
+        """Place a tile; with ``view``, one at exactly the bytes of a live ND tile of its dtype is a view of it (the
+        same elements in row-major order, another shape: a ``[64, 1]`` column and a ``[1, 64]`` row)."""
         probe = self._probe(buffer, shape, dtype, fmt, name)
-        tile = self._place(probe, probe.nbytes, addr)
+        viewed = self._viewed(probe, addr) if view else None
+        if viewed is not None:
+            tile = dataclasses.replace(probe, addr=viewed.addr, storage=viewed.key)
+        else:
+            tile = self._place(probe, probe.nbytes, addr)
         self.live[tile.buffer].append(tile)
         self.names.add(tile.name)
         return tile
+
+    def _viewed(self, probe: Tile, addr) -> Tile | None:
+        """The live tile a ``probe`` at ``addr`` would be a view of: the same bytes, dtype and ND layout."""
+        if addr is None or probe.fmt is not Format.ND:
+            return None
+        for other in self.live[probe.buffer]:
+            same = (other.addr, other.nbytes, other.dtype, other.fmt) == (
+                int(addr),
+                probe.nbytes,
+                probe.dtype,
+                Format.ND,
+            )
+            if same and other.name in self.names:  # a tile, not a TileGroup's span
+                return other
+        return None
 
     def alloc_group(self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None) -> tuple[Tile, int]:
         """Place ``depth`` equal tiles side by side; returns (slot-0 tile, stride in bytes).

@@ -123,25 +123,29 @@ class State(eqx.Module):
             store = self.ub[sub]
         else:
             store = getattr(self.aic, _BUFFER_FIELD[tile.buffer])
-        if tile.name not in store:
+        if tile.key not in store:
             raise ValueError(f"{tile} was not allocated in this kernel's state")
         return store
 
     def tile(self, tile, sub: int | None = None) -> Array:
-        """The physical array of a tile (a UB tile: of AIV ``sub``; a TileGroup slot: that slot)."""
-        data = self._store(tile, sub)[tile.name]
+        """The physical array of a tile (a UB tile: of AIV ``sub``; a TileGroup slot: that slot; a view: the viewed
+        tile's elements in its shape)."""
+        data = self._store(tile, sub)[tile.key]
         slot = getattr(tile, "slot", None)
-        return data if slot is None else data[slot]
+        data = data if slot is None else data[slot]
+        return data if tile.storage is None else data.reshape(tile.physical_shape)
 
     def with_tile(self, tile, value, sub: int | None = None) -> State:
         """A state whose tile holds ``value`` (same shape and dtype)."""
         value = value.astype(tile.np_dtype).reshape(tile.physical_shape)
         slot = getattr(tile, "slot", None)
         store = dict(self._store(tile, sub))
+        if tile.storage is not None:  # a view: the viewed tile's elements, in its shape
+            value = value.reshape(store[tile.key].shape)
         if slot is not None:  # a TileGroup slot; one whose index was out of range writes nothing
-            value = jnp.where(tile.ok, value, store[tile.name][slot])
-            value = indexed.put(store[tile.name], slot, value)
-        store[tile.name] = value
+            value = jnp.where(tile.ok, value, store[tile.key][slot])
+            value = indexed.put(store[tile.key], slot, value)
+        store[tile.key] = value
         if tile.buffer is Buffer.UB:
             ub = tuple(store if i == sub else self.ub[i] for i in (0, 1))
             return eqx.tree_at(lambda s: s.ub, self, ub)

@@ -392,10 +392,13 @@ class Program:
                 "allocate its tiles (k.alloc, k.tile_group) before the sections"
             )
 
-    def alloc(self, buffer, shape, dtype, *, fmt=None, addr=None, name=None) -> Tile:
-        """Place a tile (checked at trace time: alignment, capacity, overlap, format)."""
+    def alloc(self, buffer, shape, dtype, *, fmt=None, addr=None, name=None, view: bool = False) -> Tile:
+        """Place a tile (checked at trace time: alignment, capacity, overlap, format); with ``view``, a tile at
+        exactly the bytes of a live ND tile of its dtype is a view of it (``Allocator.alloc``)."""
         self._no_alloc_in_section()
-        tile = self.allocator.alloc(buffer, shape, dtype, fmt=fmt, addr=addr, name=name)
+        tile = self.allocator.alloc(buffer, shape, dtype, fmt=fmt, addr=addr, name=name, view=view)
+        if tile.storage is not None:  # a view keeps no elements of its own
+            return tile
         self.state = self.state.add_tile(tile)
         if self.recorder is not None and tile.buffer is Buffer.L0C:
             self.recorder.l0c_allocated(tile)

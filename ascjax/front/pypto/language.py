@@ -161,7 +161,9 @@ def make_tile(tile_type, *, addr=None, size=None):
     tile_type = _check_type(tile_type, "make_tile")
     k = current()
     shape, fmt = _tiles.placed(k, tile_type)
-    tile = k.alloc(tile_type.buffer, shape, dtype_name(tile_type.dtype), fmt=fmt, addr=addr, name=_tile_name(k))
+    tile = k.alloc(
+        tile_type.buffer, shape, dtype_name(tile_type.dtype), fmt=fmt, addr=addr, name=_tile_name(k), view=True
+    )  # PyPTO-Pro places tiles where they are written: two at one address view one array
     _tiles.note_zn(k, tile_type, tile.name)
     _tiles.declare_valid(k, tile_type, tile.name)
     if size is not None and size < tile.nbytes:
