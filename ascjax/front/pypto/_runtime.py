@@ -237,6 +237,13 @@ class Runtime:
     def _names(target) -> set:
         return {target} if isinstance(target, str) else set().union(*map(Runtime._names, target))
 
+    def _unrolled(self, iterable, body, env: Env, target) -> None:
+        """A loop over a Python iterable, unrolled as it is read (a ``break`` ends it)."""
+        for value in iterable:
+            self._bind(env, target, value)
+            if not self._iterate(body, env):
+                return
+
     def for_(self, iterable, body, env: Env, target, slots: tuple, line: int, jumps: bool = False) -> None:
         if isinstance(iterable, RangeSpec) and jumps:  # a recorded loop cannot stop early: unrolled, if it can be
             if any(traced(v) or not isinstance(v, int) for v in (iterable.start, iterable.stop, iterable.step)):
@@ -245,11 +252,8 @@ class Runtime:
                     "run-time values: ascjax unrolls such a loop, which needs static bounds"
                 )
             iterable = builtins.range(iterable.start, iterable.stop, iterable.step)
-        if not isinstance(iterable, RangeSpec):  # Python iteration, unrolled as it is read
-            for value in iterable:
-                self._bind(env, target, value)
-                if not self._iterate(body, env):
-                    return
+        if not isinstance(iterable, RangeSpec):
+            self._unrolled(iterable, body, env, target)
             return
         k = current()
         start, stop, step = iterable.start, iterable.stop, iterable.step

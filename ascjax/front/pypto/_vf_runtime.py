@@ -271,10 +271,7 @@ class VfRuntime(Runtime):
     # -- loops -----------------------------------------------------------------------------------------------------
     def for_(self, iterable, body, env, target, slots: tuple, line: int, jumps: bool = False) -> None:
         if not isinstance(iterable, RangeSpec):  # Python iteration, unrolled as it is read
-            for value in iterable:
-                self._bind(env, target, value)
-                if not self._iterate(body, env):
-                    return
+            self._unrolled(iterable, body, env, target)
             return
         start, stop, step = iterable.start, iterable.stop, iterable.step
         if traced(step) or not isinstance(step, (int, np.integer)) or step <= 0:
