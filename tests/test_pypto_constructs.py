@@ -464,3 +464,38 @@ def half_overlap(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32]):
 def test_a_tile_overlapping_part_of_another_is_refused():
     with pytest.raises(ValueError, match="rule 'no overlap'"):
         half_overlap(np.zeros((ROWS, COLS), np.float32))
+
+
+# -- a per-tensor scale as its float32 bits -----------------------------------------------------------
+@pl.jit(auto_mutex=False)
+def quantised(a: pl.Tensor[[M, K], pl.DT_FP16], b_t: pl.Tensor[[N, K], pl.DT_FP16],
+              out: pl.Tensor[[M, N], pl.DT_INT8], scale: pl.DT_INT32):  # fmt: skip
+    with pl.section_cube():
+        a_mat = pl.make_tile(pl.TileType(shape=[M, K], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat), addr=0x0)
+        b_mat = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat,
+                                         layout=pl.ZN), addr=0x8000)  # fmt: skip
+        a_left = pl.make_tile(pl.TileType(shape=[M, K], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Left), addr=0)
+        b_right = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Right,
+                                           layout=pl.ZN), addr=0)  # fmt: skip
+        c = pl.make_tile(pl.TileType(shape=[M, N], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Acc), addr=0)
+        pl.load(a_mat, a, [0, 0])
+        pl.load(b_mat, b_t, [0, 0], order=[1, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+        pl.move(a_left, a_mat)
+        pl.move(b_right, b_mat)
+        _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+        pl.matmul(c, a_left, b_right)
+        _sync(pl.PipeType.M, pl.PipeType.FIX, 0)
+        pl.store(out, c, [0, 0], scale=scale)
+
+
+def test_an_integer_per_tensor_scale_is_the_float32_bits_the_register_holds():
+    a = RNG.integers(-3, 4, (M, K)).astype(np.float16)
+    b_t = RNG.integers(-3, 4, (N, K)).astype(np.float16)
+    bits = int(np.array(0.125, np.float32).view(np.uint32))
+    out = np.zeros((M, N), np.int8)
+    result = quantised(a, b_t, out, bits)
+    assert result.ok, result.report()
+    expect = a.astype(np.float32) @ b_t.astype(np.float32).T * 0.125
+    np.testing.assert_array_equal(out, np.clip(np.round(expect), -128, 127).astype(np.int8))
+    assert np.any(out != 0)

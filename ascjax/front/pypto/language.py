@@ -246,13 +246,23 @@ def load_tile(dst_tile, src_tensor, tile_offsets, *, order=None):
     load(dst_tile, src_tensor, _in_tiles(tile_offsets, dst_tile), order=order)
 
 
+def _scale(scale):
+    """A per-tensor ``scale``: a float, or an int holding its float32 bits as the fixpipe's scale register does (a
+    ``pl.DT_INT32`` kernel argument, as PyPTO-Pro passes it)."""
+    if isinstance(scale, (int, np.integer)) and not isinstance(scale, (bool, np.bool_)):
+        return np.array(int(scale) & 0xFFFFFFFF, np.uint32).view(np.float32)[()]
+    if isinstance(scale, jax.Array) and scale.ndim == 0 and jnp.issubdtype(scale.dtype, jnp.integer):
+        return jax.lax.bitcast_convert_type(scale.astype(jnp.uint32), jnp.float32)
+    return scale
+
+
 def store(dst_tensor, src_tile, offsets=(0, 0), *, relu_pre_mode=None, scale=None, order=None, atomic=None,
           phase=None):  # fmt: skip
     """L0C -> GM (FIX, ``phase`` = STPhase) or UB -> GM (MTE3) at element ``offsets`` (one per dimension)."""
     _order(order, "store", dst_tensor, src_tile)
     _written(dst_tensor)
     _pl.store(_gm(dst_tensor, "store"), src_tile, _window(dst_tensor, offsets, src_tile, "store"), phase=phase,
-              relu=bool(relu_pre_mode), scale=scale, atomic=atomic, valid=_tiles.valid(src_tile))  # fmt: skip
+              relu=bool(relu_pre_mode), scale=_scale(scale), atomic=atomic, valid=_tiles.valid(src_tile))  # fmt: skip
 
 
 def store_tile(dst_tensor, src_tile, tile_offsets, **kwargs):
