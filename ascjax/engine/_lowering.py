@@ -34,8 +34,9 @@ import numpy as np
 from jax.extend import core as jex_core
 
 # JAX's partial evaluation of a jaxpr by known and unknown inputs (what ``jax.linearize`` and the scan's own
-# partial-eval rule use). No public API splits a jaxpr this way: ``jax.linearize`` splits by primal and tangent and
-# ``jax.extend`` exposes no partial evaluation; so the private function, with the plain scan where it is gone.
+# partial-eval rule use). No public API splits a jaxpr this way: ``jax.linearize`` splits by primal and tangent,
+# ``jax.extend`` exposes no partial evaluation and the public ``jax.interpreters.partial_eval`` only its rule tables
+# (checked against JAX 0.10.2); so the private function, with the plain scan where it is gone.
 try:
     from jax._src.interpreters.partial_eval import partial_eval_jaxpr_nounits
 except ImportError:  # pragma: no cover - a JAX without it runs every loop as the plain scan

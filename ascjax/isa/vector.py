@@ -9,7 +9,7 @@ from ..core._memory import Tile
 from ..engine import vector_cycles
 from . import ops
 from ._instruction import Instruction, Operand
-from .ops.valid import valid_elements, valid_faults
+from .ops.valid import valid_faults
 
 UB = (Buffer.UB,)
 OUT = Operand("out", UB, write=True)
@@ -31,7 +31,7 @@ def _priced(ins: tuple, transcendental: bool):
         tiles = [a["out"], *(a[p] for p in ins if isinstance(a[p], Tile))]
         elements = max(t.rows * t.cols for t in tiles)
         if a.get("valid") is not None:  # a tail: the region's elements
-            elements = valid_elements(a["valid"], None)
+            elements = a["valid"][0] * a["valid"][1]
         itemsize = max(t.np_dtype.itemsize for t in tiles) if len(tiles) > 1 else FILL_ITEMSIZE
         return vector_cycles(c, elements, itemsize, transcendental)
 

@@ -26,7 +26,7 @@ from . import _auto_mutex as auto_mutex
 from . import _gm_tensor, _struct, _tiles, _vector_function
 from . import vf as _vf
 from ._gm_tensor import GmTensor
-from ._runtime import AIV_ONLY, TILE_NAME, RangeSpec, Section
+from ._runtime import AIV_ONLY, TILE_NAME, RangeSpec, Runtime, Section
 from ._source import UnsupportedConstruct
 from ._types import DATA_TYPES, TensorLayout, TileType, dtype_name
 from ._types import DYNAMIC as DYNAMIC  # the surface re-exports these
@@ -103,19 +103,14 @@ def const(value, dtype):
     return np.dtype(dtypes.to_numpy_dtype(dtype_name(dtype))).type(value)
 
 
-def _scalar_fold(python, combine, name: str):
-    def fold(lhs, rhs):
-        if isinstance(lhs, jax.core.Tracer) or isinstance(rhs, jax.core.Tracer):
-            return combine(lhs, rhs)
-        return python(lhs, rhs)
-
-    fold.__name__ = name
-    fold.__doc__ = f"``pl.{name}(lhs, rhs)``: the {'larger' if name == 'max' else 'smaller'} of two scalars."
-    return fold
+def max(lhs, rhs):  # noqa: A001 - PyPTO-Pro's name
+    """``pl.max(lhs, rhs)``: the larger of two scalars (a select where one is traced)."""
+    return Runtime._fold(builtins.max, jnp.maximum, (lhs, rhs), {})
 
 
-max = _scalar_fold(builtins.max, jnp.maximum, "max")  # noqa: A001 - PyPTO-Pro's name
-min = _scalar_fold(builtins.min, jnp.minimum, "min")  # noqa: A001 - PyPTO-Pro's name
+def min(lhs, rhs):  # noqa: A001 - PyPTO-Pro's name
+    """``pl.min(lhs, rhs)``: the smaller of two scalars (a select where one is traced)."""
+    return Runtime._fold(builtins.min, jnp.minimum, (lhs, rhs), {})
 
 
 def make_tuple(**fields) -> types.SimpleNamespace:
@@ -428,7 +423,7 @@ system = types.SimpleNamespace(
 
 #: what this surface has (``__getattr__`` refuses the rest of PyPTO-Pro by name)
 _INTERNAL = {"annotations", "jax", "jnp", "np", "dtypes", "builtins", "contextvars", "functools", "types", "current", "spelled", "GmTensor", "DATA_TYPES", "TILE_NAME",
-             "AUTO_MUTEX", "AIV_ONLY", "N_SUBBLOCKS", "auto_mutex", "RangeSpec", "Section", "UnsupportedConstruct", "UnsupportedName", "dtype_name"}  # fmt: skip
+             "AUTO_MUTEX", "AIV_ONLY", "N_SUBBLOCKS", "auto_mutex", "RangeSpec", "Runtime", "Section", "UnsupportedConstruct", "UnsupportedName", "dtype_name"}  # fmt: skip
 SURFACE = sorted(name for name in list(globals()) if not name.startswith("_") and name not in _INTERNAL)
 
 

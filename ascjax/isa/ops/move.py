@@ -11,7 +11,7 @@ from ...core.layout import from_fractal, pad_to, to_fractal
 from ...engine import Fault
 from ...engine._state import State
 from ._machine import _need, executes, poison, racy_read, select, static_int
-from .valid import check_valid, valid_faults
+from .valid import check_valid, valid_faults, window_index
 
 
 def _expect(tile: Tile, buffers, what: str) -> None:
@@ -129,8 +129,7 @@ def _tail_gm2l1(state: State, dst: Tile, g, row, col, rows, cols) -> State:
     execute = executes([*offset_faults(*window), *valid_faults(region, (dst.rows, dst.cols))])
     nd = from_fractal(state.tile(dst), dst.fmt)
     height, width = nd.shape
-    r = jnp.clip(jnp.asarray(row, jnp.int32) + jnp.arange(height, dtype=jnp.int32), 0, g.shape[0] - 1)
-    c = jnp.clip(jnp.asarray(col, jnp.int32) + jnp.arange(width, dtype=jnp.int32), 0, g.shape[1] - 1)
+    r, c = window_index(row, height, g.shape[0]), window_index(col, width, g.shape[1])
     unit_c = dst.c0 if dst.fmt is Format.NZ else 1
     valid_rows, valid_cols = (jnp.asarray(v, jnp.int32) for v in region)
     span = (valid_cols + unit_c - 1) // unit_c * unit_c  # a row's columns padded to whole fractals

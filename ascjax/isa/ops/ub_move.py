@@ -23,7 +23,7 @@ from ...engine._state import State
 from ._machine import core_of, executes, poison, racy_read, select, static_int
 from .move import _expect, _need, checked_offsets, offset_faults
 from .unit_flag import mode_value
-from .valid import check_valid, is_whole, valid_faults, valid_mask
+from .valid import check_valid, is_whole, valid_faults, valid_mask, window_index
 
 
 class AccToVecMode(enum.IntEnum):
@@ -77,12 +77,6 @@ def gm2ub_window(dst: Tile, gm_shape, *, row=0, col=0, rows=None, cols=None):
     return (row, col), (gm_shape[0] - rows, gm_shape[1] - cols), (1, 1)
 
 
-def _window_index(start, size: int, limit: int):
-    """``start + arange(size)`` clipped into ``[0, limit)``: a tail window's indices (its rows past the tensor are
-    masked off by the region)."""
-    return jnp.clip(jnp.asarray(start, jnp.int32) + jnp.arange(size, dtype=jnp.int32), 0, limit - 1)
-
-
 def _tail(rows, cols, tile: Tile):
     """Whether ``rows x cols`` is a region other than statically the whole ``tile`` (a tail copy)."""
     return not is_whole(None if rows is None and cols is None else (
@@ -109,7 +103,7 @@ def copy_gm2ub(state: State, dst: Tile, src: str, *, row=0, col=0, rows=None, co
         check_valid(region, (dst.rows, dst.cols), "copy_gm2ub")
         window_limits = gm2ub_window(dst, g.shape, row=row, col=col, rows=region[0], cols=region[1])
         execute = executes([*offset_faults(*window_limits), *valid_faults(region, (dst.rows, dst.cols))])
-        r, c = _window_index(row, dst.rows, g.shape[0]), _window_index(col, dst.cols, g.shape[1])
+        r, c = window_index(row, dst.rows, g.shape[0]), window_index(col, dst.cols, g.shape[1])
         window = poison(g[r][:, c], racy_read(), state.options)
         keep = valid_mask(region, (dst.rows, dst.cols)) & execute
         return state.with_tile(dst, jnp.where(keep, window, state.tile(dst, sub)), sub)
@@ -163,7 +157,7 @@ def _tail_store(state: State, dst: str, src: Tile, g, row, col, rows, cols, atom
     check_valid(region, (src.rows, src.cols), "copy_ub2gm")
     limits = ub2gm_window(src, g.shape, row=row, col=col, rows=region[0], cols=region[1])
     execute = executes([*offset_faults(*limits), *valid_faults(region, (src.rows, src.cols))])
-    r, c = _window_index(row, src.rows, g.shape[0]), _window_index(col, src.cols, g.shape[1])
+    r, c = window_index(row, src.rows, g.shape[0]), window_index(col, src.cols, g.shape[1])
     write = valid_mask(region, (src.rows, src.cols)) & execute
     data = poison(state.tile(src, sub)[: src.rows, : src.cols], racy_read(), state.options)
     old = g[r][:, c]

@@ -53,8 +53,7 @@ def valid_mask(valid, shape):
     return (jnp.arange(rows) < r)[:, None] & (jnp.arange(cols) < c)[None, :]
 
 
-def valid_elements(valid, shape):
-    """The element count of the region (traced where it is)."""
-    if valid is None:
-        return shape[0] * shape[1]
-    return valid[0] * valid[1]
+def window_index(start, size: int, limit: int):
+    """``start + arange(size)`` clipped into ``[0, limit)``: a tail window's indices into its tensor (the positions
+    past the tensor lie outside the region, which masks them off)."""
+    return jnp.clip(jnp.asarray(start, jnp.int32) + jnp.arange(size, dtype=jnp.int32), 0, limit - 1)
