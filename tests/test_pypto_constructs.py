@@ -499,3 +499,36 @@ def test_an_integer_per_tensor_scale_is_the_float32_bits_the_register_holds():
     expect = a.astype(np.float32) @ b_t.astype(np.float32).T * 0.125
     np.testing.assert_array_equal(out, np.clip(np.round(expect), -128, 127).astype(np.int8))
     assert np.any(out != 0)
+
+
+# -- tiles a section declares, and a tuple of tiles indexed by a run-time value ----------------------------------
+def _ping_pong_pair():
+    """Declared in a helper the section calls, as PyPTO-Pro kernels keep their tile set-up apart."""
+    return (pl.make_tile(_vec(), addr=UB_A), pl.make_tile(_vec(), addr=UB_B))
+
+
+@pl.jit(auto_mutex=False)
+def pair_by_index(x: pl.Tensor[[4 * ROWS, COLS], pl.DT_FP32], out: pl.Tensor[[4 * ROWS, COLS], pl.DT_FP32],
+                  shift: pl.DT_INT32 = 0):  # fmt: skip
+    with pl.section_vector():
+        pair = _ping_pong_pair()
+        for i in pl.range(4):
+            buf = pair[i % 2 + shift]  # a run-time index into a Python tuple of tiles
+            pl.load(buf, x, [i * ROWS, 0])
+            _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+            pl.add(buf, buf, pl.const(i, pl.DT_FP32))
+            _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+            pl.store(out, buf, [i * ROWS, 0])
+            _sync(pl.PipeType.MTE3, pl.PipeType.MTE2, 0)
+
+
+def test_a_tuple_of_tiles_made_in_a_section_is_indexed_by_a_run_time_value():
+    x = RNG.standard_normal((4 * ROWS, COLS)).astype(np.float32)
+    out = np.zeros_like(x)
+    result = pair_by_index(x, out)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(out, x + np.repeat(np.arange(4), ROWS)[:, None], rtol=1e-6)
+    # the bad twin: index 2 of a pair is no tile: a BOUNDS finding at the load, nothing read or written elsewhere
+    out = np.zeros_like(x)
+    bad = pair_by_index(x, out, 1)
+    assert not bad.ok and "BOUNDS" in str(bad.report())

@@ -84,10 +84,7 @@ def _tiny(k, variant):
 
     @k.section_cube
     def _():
-        if variant == "cond_wait":
-            k.cond(jnp.bool_(True), lambda: k.wait_cross_core("FIX", 0))
-        else:
-            k.wait_cross_core("FIX", 0, when=jnp.bool_(True))
+        k.wait_cross_core("FIX", 0, when=jnp.bool_(True))
 
     @k.section_vector
     def _(sub):
@@ -97,14 +94,65 @@ def _tiny(k, variant):
         k.set_cross_core("V", 0)
 
 
-@pytest.mark.parametrize(
-    ("variant", "error"),
-    [("cond_wait", "wait_cross_core\\(..., when=pred\\)"), ("alloc", "allocate its tiles .* before the sections")],
-)
-def test_section_rules_are_trace_time_errors_next_to_the_good_twin(variant, error):
+def test_section_rules_are_trace_time_errors_next_to_the_good_twin():
     assert aj.run(_tiny, {}, {}, chip="950", params={"variant": "ok"}, jit=False).ok
-    with pytest.raises(ValueError, match=error):
-        aj.run(_tiny, {}, {}, chip="950", params={"variant": variant}, jit=False)
+    with pytest.raises(ValueError, match="allocate its tiles .* before the sections"):
+        aj.run(_tiny, {}, {}, chip="950", params={"variant": "alloc"}, jit=False)
+
+
+def _nested(k, n=pingpong.N_MAX, n_max=pingpong.N_MAX):
+    """The ping-pong kernel with each section's loop split in two nested loops (cross-core waits in the inner)."""
+    t = pingpong._tiles()
+    half = n_max // 2 + 1
+
+    @pl.section_cube
+    def _():
+        pingpong._cube_prologue(k, t)
+        pl.range(2)(
+            lambda o: pl.range(half, count=jnp.clip(n - o * half, 0, half))(
+                lambda i: pingpong._produce(t, o * half + i)
+            )
+        )
+        pingpong._cube_epilogue("ok")
+
+    @pl.section_vector
+    def _(sub):
+        pingpong._vector_prologue()
+        pl.range(2)(
+            lambda o: pl.range(half, count=jnp.clip(n - o * half, 0, half))(
+                lambda i: pingpong._consume(t, sub, o * half + i)
+            )
+        )
+
+
+def _guarded(k, n=pingpong.N_MAX, n_max=pingpong.N_MAX):
+    """The ping-pong kernel with every loop step under ``k.cond(i < n)`` (cross-core waits in the branch)."""
+    t = pingpong._tiles()
+
+    @pl.section_cube
+    def _():
+        pingpong._cube_prologue(k, t)
+        pl.range(n_max)(lambda i: k.cond(i < n, lambda: pingpong._produce(t, i)))
+        pingpong._cube_epilogue("ok")
+
+    @pl.section_vector
+    def _(sub):
+        pingpong._vector_prologue()
+        pl.range(n_max)(lambda i: k.cond(i < n, lambda: pingpong._consume(t, sub, i)))
+
+
+@pytest.mark.parametrize("kernel", [_nested, _guarded])
+def test_cross_core_waits_in_inner_loops_and_branches_order_the_data_as_the_flat_kernel(kernel):
+    """A section's inner loop or traced branch holding cross-core waits runs in line (unrolled, under its
+    predicate), so the data plane hands tiles across cores in the schedule's order: the same outputs, verdict
+    and cycles as the one-loop kernel, for a trip count that leaves iterations off."""
+    x = pingpong.inputs()
+    for n in (3, 5):
+        flat = _run(n, sanitize=False)
+        result = aj.run(kernel, x, OUT, chip="950", params={"n": n}, sanitize=False)
+        assert result.ok, result.report()
+        np.testing.assert_allclose(np.asarray(result.outputs["out"]), pingpong.reference(x, n)["out"], atol=1e-4)
+        assert result.report().cycles == flat.report().cycles
 
 
 def test_traced_event_ids_sweep_in_sections():

@@ -13,8 +13,9 @@ their pieces in the order the control plane ran them. This module cuts a section
   one segment then switches on that segment's ops only, so a loop body is traced once per
   segment, never unrolled.
 
-A segment begins at a wait, so a wait inside ``k.cond`` or a nested loop of a section cannot cut
-one and is refused: use ``wait_cross_core(..., when=pred)`` for a conditional wait.
+A branch (``k.cond``) or an inner loop that holds a wait runs in line (``Gate.flat``): the branch's sides under
+their predicates, the loop unrolled, so its waits cut segments in the record's order. Any other runs inside one
+segment, where a wait cannot cut (it is refused).
 """
 
 from __future__ import annotations
@@ -41,8 +42,18 @@ class Gate:
         self.index = index  # the iteration the target segment runs (a loop region)
         self.region = 0  # where the section's Python code is now
         self.waits = 0
-        self.nested = 0  # inside k.cond / nested k.range
+        self.nested = 0  # inside a k.cond / nested k.range that runs inside one segment
         self.regions = [Region(loop=False)]
+        # the branches and inner loops that hold a cross-core wait (found by discovery) run in line: a branch's
+        # sides under their predicates, a loop unrolled, so their waits cut segments as the record numbers them
+        self.flat: set = set()
+        self.sites = 0  # branches and inner loops met so far in this region, outside any ``nested`` one
+        self.inner = 0  # inside a top-level loop's body or a branch run in line: a loop met here is no region
+
+    def site(self) -> tuple[int, int]:
+        """The next branch or inner loop of the section: the same in every trace (its region, its place there)."""
+        self.sites += 1
+        return self.region, self.sites - 1
 
     @property
     def enabled(self) -> bool:
@@ -66,12 +77,12 @@ class Gate:
             self.regions.append(Region(loop=True, trip=trip, count=count))
             self.regions.append(Region(loop=False))
         self.region += 1
-        self.waits = 0
+        self.waits = self.sites = 0
         return self.region
 
     def leave_loop(self) -> None:
         self.region += 1
-        self.waits = 0
+        self.waits = self.sites = 0
 
 
 @dataclasses.dataclass
@@ -81,10 +92,12 @@ class Plan:
     subblock: int | None
     regions: list
     serial: int = -1  # the how-many-th section the kernel declared (names the section's issues in every trace)
+    flat: set = dataclasses.field(default_factory=set)  # its branches and inner loops run in line (``Gate.flat``)
 
 
 def discover(program, plan: Plan) -> list:
     """The regions of ``plan``'s section and the cross-core waits each holds (a pass with every op off)."""
     gate = Gate(discover=True)
     program._run_gated(gate, plan)
+    plan.flat = gate.flat
     return gate.regions

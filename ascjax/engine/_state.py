@@ -129,15 +129,25 @@ class State(eqx.Module):
 
     def tile(self, tile, sub: int | None = None) -> Array:
         """The physical array of a tile (a UB tile: of AIV ``sub``; a TileGroup slot: that slot; a view: the viewed
-        tile's elements in its shape)."""
+        tile's elements in its shape; a choice among tiles: the chosen one's)."""
+        candidates = getattr(tile, "candidates", None)
+        if candidates:
+            return jax.lax.select_n(tile.choice, *(self.tile(t, sub) for t in candidates))
         data = self._store(tile, sub)[tile.key]
         slot = getattr(tile, "slot", None)
         data = data if slot is None else data[slot]
         return data if tile.storage is None else data.reshape(tile.physical_shape)
 
     def with_tile(self, tile, value, sub: int | None = None) -> State:
-        """A state whose tile holds ``value`` (same shape and dtype)."""
+        """A state whose tile holds ``value`` (same shape and dtype); a choice among tiles writes the chosen one (none
+        where its index was out of range)."""
         value = value.astype(tile.np_dtype).reshape(tile.physical_shape)
+        candidates = getattr(tile, "candidates", None)
+        if candidates:
+            state = self
+            for j, t in enumerate(candidates):
+                state = state.with_tile(t, jnp.where(tile.ok & (tile.choice == j), value, state.tile(t, sub)), sub)
+            return state
         slot = getattr(tile, "slot", None)
         store = dict(self._store(tile, sub))
         if tile.storage is not None:  # a view: the viewed tile's elements, in its shape

@@ -103,6 +103,8 @@ def store(program, slot: int, kind: Kind, value) -> None:
         return
     column = program._state.scalars[kind.column]
     value = jnp.asarray(value).astype(column.dtype)
+    if program._pred is not None:  # a section's branch or loop iteration run in line: where it is taken
+        value = jnp.where(program._pred, value, load(program, slot, kind).astype(column.dtype))
     if program._in_section:
         updated = indexed.put(column, (program.core, slot), value)
     else:  # before the sections: every core starts from it

@@ -28,7 +28,7 @@ from ..core import _indexed as indexed
 from ..core._chip import Chip
 from ..core._memory import Allocator, Tile
 from ..engine import Sync, scan_lowered
-from ..engine._sections import Plan
+from ..engine._sections import Gate, Plan
 from ..engine._state import State
 from ..isa.ops._machine import RACY_READ, static_int
 from . import _sites as sites
@@ -60,6 +60,12 @@ def _data(instr: isa.Instruction, args: tuple, kwargs: dict, racy, state: State)
         return instr.data(state, *instr.bound, *args, **kwargs)
     finally:
         RACY_READ.reset(token)
+
+
+def _where(pred, data, state: State) -> State:
+    """``data(state)`` where ``pred`` (traced) holds, else ``state``: the leaves it replaced, selected."""
+    new = data(state)
+    return jax.tree.map(lambda x, old: x if x is old else jnp.where(pred, x, old), new, state)
 
 
 def _gm_if(ran, data, state: State) -> State:
@@ -152,7 +158,8 @@ class GroupHandle:
         if not k._go():
             return self.current()
         name, core = self.group.name, k.core
-        cursors = {**k._state.cursors, name: indexed.add(k._state.cursors[name], core, 1)}
+        step = 1 if k._pred is None else jnp.where(k._pred, 1, 0)  # in a branch run in line: where it is taken
+        cursors = {**k._state.cursors, name: indexed.add(k._state.cursors[name], core, step)}
         k._state = eqx.tree_at(lambda s: s.cursors, k._state, cursors)  # the issues waiting in a window keep them
         return self.current()
 
@@ -198,6 +205,12 @@ class Program:
         self._freed: dict = {}  # tile -> the kernel line that freed it
         self.gm_named: set[str] = set()  # GM tensors the kernel's ops named
         self._in_section = False
+        # tiles the sections declare (``declared``), by declaration: made while their section is discovered
+        self._declared: dict = {}
+        self._declarations: list = []  # per declaration, how it changes the state (kept across discovery)
+        self._declaring = False
+        self.declares_in_sections = False  # the recorder's sections are discovered first (front ends set it)
+        self._pred = None  # the data plane, in a section's branch or loop run in line: where its issues take effect
         # the data plane: what runs concurrent sections, and the cross-core wait instances
         # recorded so far per core (the record's numbering, with every iteration of the enclosing loops)
         self.sections_runner = None
@@ -249,6 +262,9 @@ class Program:
         them together)."""
         # by core, not by source order: the schedule (and so the timing) does not depend on how sections are listed
         pending, self._pending = sorted(self._pending, key=lambda plan: plan.core), []
+        if self.recorder is not None and self.declares_in_sections:
+            for plan in pending:  # the tiles they declare, before any is traced (the data plane discovers anyway)
+                self._run_gated(Gate(discover=True), plan)
         if self.recorder is None and self.sections_runner is not None and pending:
             self.sections_runner(self, pending)
             return
@@ -287,14 +303,29 @@ class Program:
             self.subblock, self._in_section = outer
 
     def _run_gated(self, gate, plan, state=None):
-        """Trace ``plan``'s section with ``gate`` deciding which ops run; returns the state it leaves."""
+        """Trace ``plan``'s section with ``gate`` deciding which ops run; returns the state it leaves. Discovery
+        (every op off) runs on the current state and keeps only the tiles the section declares."""
         outer = (self.gate, self.subblock, self._in_section)
         self.gate, self.subblock, self._in_section = gate, plan.subblock, True
+        if not gate.discover:
+            gate.flat = plan.flat
         try:
             with self._tagging(plan):
+                if gate.discover:
+                    return self._discover(plan.call)
                 return self._traced(self.state if state is None else state, plan.call, "concurrent section")
         finally:
             self.gate, self.subblock, self._in_section = outer
+
+    def _discover(self, call) -> State:
+        start, first = self.state, len(self._declarations)
+        try:
+            call()
+        finally:
+            self.state = start
+        for declare in self._declarations[first:]:
+            self.state = declare(self.state)
+        return self.state
 
     @property
     def core(self) -> int:
@@ -386,7 +417,7 @@ class Program:
 
     # -- static allocation -------------------------------------------------------------
     def _no_alloc_in_section(self) -> None:
-        if self.gate is not None or self._in_section:
+        if (self.gate is not None or self._in_section) and not self._declaring:
             raise ValueError(
                 "rule 'section allocation': a concurrent section is traced once per segment, so it cannot allocate: "
                 "allocate its tiles (k.alloc, k.tile_group) before the sections"
@@ -399,10 +430,38 @@ class Program:
         tile = self.allocator.alloc(buffer, shape, dtype, fmt=fmt, addr=addr, name=name, view=view)
         if tile.storage is not None:  # a view keeps no elements of its own
             return tile
-        self.state = self.state.add_tile(tile)
+        self._declare(lambda state: state.add_tile(tile))
         if self.recorder is not None and tile.buffer is Buffer.L0C:
             self.recorder.l0c_allocated(tile)
         return tile
+
+    def _declare(self, change) -> None:
+        """Give the state a new tile's storage (``change``); one a section declares is kept past its discovery."""
+        self.state = change(self.state)
+        if self._declaring:
+            self._declarations.append(change)
+
+    def declared(self, key, make):
+        """A tile or tile group a concurrent section declares (``make()`` allocates it; ``key`` identifies the
+        declaration): a section is traced once per segment, so its tiles are made once, while it is discovered
+        with every op off (before any trace of it), and every trace gets the same one. Outside the sections,
+        ``make()``."""
+        if self.gate is None and not self._in_section:
+            return make()
+        if key in self._declared:
+            return self._declared[key]
+        if self.gate is not None and not self.gate.discover or self.gate is None and self._depth:
+            raise ValueError(
+                "rule 'section allocation': a tile declared inside a section is made while the section is "
+                "discovered, before its loops and branches are traced; this one was first reached inside a "
+                "traced loop or branch: declare it at the section's top level"
+            )
+        self._declaring = True
+        try:
+            made = self._declared[key] = make()
+        finally:
+            self._declaring = False
+        return made
 
     def free(self, tile: Tile) -> None:
         """End a tile's live range so its bytes may be reused; a later op on it is refused."""
@@ -430,11 +489,15 @@ class Program:
         self._no_alloc_in_section()
         tile, stride = self.allocator.alloc_group(buffer, shape, dtype, depth, fmt=fmt, addr=addr, name=name)
         group = TileGroup(tile, depth, stride)
-        self.state = self.state.add_tile(tile, depth=depth)
+
+        def add(state: State) -> State:
+            state = state.add_tile(tile, depth=depth)
+            cursors = {**state.cursors, group.name: jnp.full((N_CORES,), -1, jnp.int32)}
+            return eqx.tree_at(lambda s: s.cursors, state, cursors)
+
+        self._declare(add)
         if self.recorder is not None and tile.buffer is Buffer.L0C:
             self.recorder.l0c_allocated(tile)
-        cursors = {**self.state.cursors, group.name: jnp.full((N_CORES,), -1, jnp.int32)}
-        self.state = eqx.tree_at(lambda s: s.cursors, self.state, cursors)
         return GroupHandle(self, group)
 
     # -- instructions (declared in ascjax.isa; Program has one method per registered instruction) ----------------
@@ -477,6 +540,8 @@ class Program:
                 return
             if ran is not True:
                 data = functools.partial(_gm_if, ran, data)
+        if self._pred is not None:  # a branch or loop iteration run in line
+            data = functools.partial(_where, self._pred, data)
         entry = None if self.emit is None else self.emit.entry_of.get(tag)
         if entry is None:
             self.state = data(self.state)
@@ -562,9 +627,22 @@ class Program:
         self._scan(n, body)
 
     def _gated_range(self, n, body, count) -> None:
-        """A loop inside a concurrent section: a region of its own at the top level, else part of a segment."""
+        """A loop inside a concurrent section: at the top level a region of its own; inside a top-level loop or a
+        branch run in line, unrolled in line where it holds a cross-core wait; else part of one segment."""
         gate = self.gate
-        if gate.nested:  # a nested loop runs inside one segment (it may hold no wait)
+        if not gate.nested and (gate.inner or self._depth):
+            key, mark, waits = gate.site(), gate.sites, gate.waits
+            if gate.discover or key in gate.flat:
+                first = self._tag_pos[self._tag_key]  # every iteration carries the tags of the record's one body
+                self._unrolled(n, body, count, 0, first)
+                if gate.discover and gate.waits == waits:  # no wait: it runs inside one segment
+                    gate.sites = mark
+                    return
+                gate.flat.add(key)
+                for i in range(1, n):
+                    self._unrolled(n, body, count, i, first)
+                return
+        if gate.nested or gate.inner or self._depth:  # a nested loop runs inside one segment (it holds no wait)
             gate.nested += 1
             try:
                 if gate.discover:
@@ -576,17 +654,36 @@ class Program:
                 gate.nested -= 1
             return
         region = gate.enter_loop(n, count)
-        if gate.discover:
-            body(jnp.int32(0))
-        elif gate.target[0] == region:
+        if gate.discover or gate.target[0] == region:
+            index = jnp.int32(0) if gate.discover else gate.index
             self._depth += 1
-            self._loop_index.append(gate.index)
+            self._loop_index.append(index)
             try:
-                body(gate.index)
+                body(index)
             finally:
                 self._depth -= 1
                 self._loop_index.pop()
         gate.leave_loop()
+
+    def _unrolled(self, n: int, body, count, i: int, first: int) -> None:
+        """Iteration ``i`` of a section's inner loop run in line, its issues tagged from ``first`` on: they take
+        effect where ``i < count``."""
+        self._tag_pos[self._tag_key] = first
+        if self._window:  # the issues of the iteration before first: the emit order sorts within one
+            self._run_window()
+        outer = self._pred
+        if count is not None:
+            self._pred = jnp.asarray(i < count) if outer is None else outer & (i < count)
+        self._depth += 1
+        self._trips.append(n)
+        self._loop_index.append(jnp.int32(i))
+        try:
+            body(jnp.int32(i))
+        finally:
+            self._depth -= 1
+            self._trips.pop()
+            self._loop_index.pop()
+            self._pred = outer
 
     def _scan(self, n: int, body, count=None) -> None:
         def step(state, i):
@@ -641,7 +738,16 @@ class Program:
             if fn is not None:
                 check_body(fn, 0, f"Program.cond(pred, then, otherwise): {name}", "no argument: def branch(): ...")
         gate = self.gate
-        if gate is not None:  # inside a concurrent section: a branch cannot begin a segment
+        if gate is not None and not gate.nested:  # inside a concurrent section: in line where it holds a wait
+            key, mark, waits = gate.site(), gate.sites, gate.waits
+            if gate.discover or key in gate.flat:
+                self._flat_cond(pred, then, otherwise)
+                if gate.discover and gate.waits == waits:  # no wait: one conditional inside a segment
+                    gate.sites = mark
+                else:
+                    gate.flat.add(key)
+                return
+        if gate is not None:
             if not (gate.discover or gate.enabled):
                 return
             gate.nested += 1
@@ -658,6 +764,21 @@ class Program:
         if self._pending and not self._in_section:
             self.flush()
         self._cond(pred, then, otherwise)
+
+    def _flat_cond(self, pred, then, otherwise) -> None:
+        """A section's branch run in line: each side's issues where its predicate holds, so the cross-core waits in
+        them cut the section into segments as the record numbers them (both sides, the taken one's enabled)."""
+        gate, outer = self.gate, self._pred
+        pred = jnp.asarray(pred, bool)
+        gate.inner += 1
+        try:
+            for fn, taken in ((then, pred), (otherwise, ~pred)):
+                if fn is not None:
+                    self._pred = taken if outer is None else outer & taken
+                    fn()
+        finally:
+            self._pred = outer
+            gate.inner -= 1
 
     def _data_cond(self, pred, then, otherwise) -> State:
         """The data plane's branch on a traced ``pred``, each branch traced once: both run and a select keeps what

@@ -190,7 +190,8 @@ class Recorder:
             instr.name, instr.pipe, site=site, reads=reads, writes=writes, cycles=cycles, faults=faults, **extra
         )
         if "phase" in a and instr.kind is InstrKind.MMAD:
-            self.auto[l0c.name] = extra["uf_mode"] == 0
+            for name, chosen in _picked(l0c):
+                self.auto[name] = jnp.where(chosen, extra["uf_mode"] == 0, self.auto.get(name, False))
 
     def _gm_spec(self, name: str, a: dict, instr: isa.Instruction, tile: Tile | None):
         """The rows of GM tensor ``name`` the window of a copy to or from ``tile`` touches (all of its columns), at
@@ -223,11 +224,8 @@ class Recorder:
             return [self._tile_spec(tile, core)]
         runs = _runs(tile, *(int(v) for v in region))
         space = self._named(tile, core)
-        depth, stride, choice = _slots(tile)
-        return [
-            (space, [(tile.addr + k * stride + lo, tile.addr + k * stride + hi) for k in range(depth)], choice, True)
-            for lo, hi in runs
-        ]
+        bases, choice = _candidates(tile)
+        return [(space, [(b + lo, b + hi) for b in bases], choice, True) for lo, hi in runs]
 
     def _traced_rows_specs(self, tile: Tile, core: int, region) -> list:
         """``_region_specs`` of an Nz tile's region whose rows alone are traced (whole fractals: an mmad's m): per
@@ -237,14 +235,14 @@ class Recorder:
             return [self._tile_spec(tile, core)]
         counts = (tile.padded[0] - row0) // FRACTAL_ROWS  # candidates: 1 .. counts fractal rows
         per_count = [_runs(tile, row0, r * FRACTAL_ROWS, col0, cols) for r in range(1, counts + 1)]
-        depth, stride, slot = _slots(tile)
+        bases, slot = _candidates(tile)
         pick = jnp.clip(jnp.asarray(rows, jnp.int32) // FRACTAL_ROWS, 1, counts) - 1
         choice = jnp.asarray(slot, jnp.int32) * counts + pick
         space = self._named(tile, core)
         return [
             (
                 space,
-                [(tile.addr + k * stride + lo, tile.addr + k * stride + hi) for k in range(depth) for lo, hi in column],
+                [(b + lo, b + hi) for b in bases for lo, hi in column],
                 choice,
                 True,
             )  # fmt: skip
@@ -253,17 +251,18 @@ class Recorder:
 
     def _tile_spec(self, tile: Tile, core: int):
         """(space, candidate byte ranges, choice, when) of a tile: one range, or one per TileGroup slot."""
-        depth, stride, choice = _slots(tile)
-        ranges = [(tile.addr + k * stride, tile.end + k * stride) for k in range(depth)]
+        bases, choice = _candidates(tile)
+        ranges = [(b, b + tile.nbytes) for b in bases]
         return (self._named(tile, core), ranges, choice, True)
 
     def _named(self, tile: Tile, core: int) -> int:
         """The space ``tile`` lies in, with the tile's bytes (each slot's, for a TileGroup) named in the record."""
         space = self.spaces[(tile.buffer, core)]
-        depth, stride, _ = _slots(tile)
-        for k in range(depth):
-            name = tile.name if depth == 1 else f"{tile.name}[{k}]"  # a TileGroup's slots: `s[0]`, `s[1]`
-            self.builder.name_region(space, tile.addr + k * stride, tile.end + k * stride, name)
+        for t in getattr(tile, "candidates", None) or (tile,):
+            bases, _ = _candidates(t)
+            for k, b in enumerate(bases):
+                name = t.name if len(bases) == 1 else f"{t.name}[{k}]"  # a TileGroup's slots: `s[0]`, `s[1]`
+                self.builder.name_region(space, b, b + t.nbytes, name)
         return space
 
     def _uf_blocks(self, tile: Tile, region):
@@ -283,9 +282,8 @@ class Recorder:
         run = end_row - first_row
         lo = first_col * period + first_row
         hi = (end_col - 1) * period + first_row + run
-        depth, stride_bytes, choice = _slots(tile)
-        base, step = tile.addr // per, stride_bytes // per
-        ranges = [(base + k * step + lo, base + k * step + hi) for k in range(depth)]
+        bases, choice = _candidates(tile)
+        ranges = [(b // per + lo, b // per + hi) for b in bases]
         return ranges, choice, ((0, 0) if run == period else (period, run))
 
     def _auto_wait(self, tile: Tile, no_phase, site):
@@ -294,14 +292,17 @@ class Recorder:
         The set is recorded on M at the store's place in the program: M runs in order, so it completes
         after every matmul issued before it, the last one on this tile among them. A second store of the
         tile before another matmul needs none: FIX runs in order, after the first store's wait."""
-        key = tile.name
-        if key not in self._auto_ids:
-            self._auto_ids[key] = len(self._auto_ids)
-        event_id = self._auto_ids[key]
-        if event_id >= self.builder.n_flag_ids:
-            raise ValueError(f"more than {self.builder.n_flag_ids} L0C tiles take the framework's M -> FIX sync")
-        pending = self.auto.get(key, jnp.asarray(False)) & no_phase
-        self.auto[key] = self.auto.get(key, jnp.asarray(False)) & ~pending  # later stores: the mmad is waited for
+        pending, event_id, picked = jnp.asarray(False), jnp.int32(0), _picked(tile)
+        for name, chosen in picked:  # one L0C tile, or the one a run-time index picks
+            if name not in self._auto_ids:
+                self._auto_ids[name] = len(self._auto_ids)
+            if self._auto_ids[name] >= self.builder.n_flag_ids:
+                raise ValueError(f"more than {self.builder.n_flag_ids} L0C tiles take the framework's M -> FIX sync")
+            mine = self.auto.get(name, jnp.asarray(False)) & no_phase & chosen
+            self.auto[name] = self.auto.get(name, jnp.asarray(False)) & ~mine  # later stores: the mmad is waited for
+            pending, event_id = pending | mine, jnp.where(chosen, self._auto_ids[name], event_id)
+        if len(picked) == 1:
+            event_id = self._auto_ids[picked[0][0]]
         triple = (AIC, Pipe.M, Pipe.FIX, AUTO_SYNC)
         for sync, pipe in ((Sync.SET_FLAG, Pipe.M), (Sync.WAIT_FLAG, Pipe.FIX)):
             self.builder.instruction(
@@ -310,13 +311,24 @@ class Recorder:
             )  # fmt: skip
 
 
-def _slots(tile: Tile):
-    """(depth, stride in bytes, choice) of a tile: one candidate, or one per TileGroup slot chosen by its traced
-    index (an index out of range chooses no candidate: a bounds finding)."""
+def _picked(tile: Tile) -> list:
+    """(name, whether it is the one accessed) per tile ``tile`` may be: itself, or each of a ``TileChoice``'s."""
+    candidates = getattr(tile, "candidates", None)
+    if not candidates:
+        return [(tile.name, jnp.asarray(True))]
+    return [(t.name, tile.ok & (tile.choice == j)) for j, t in enumerate(candidates)]
+
+
+def _candidates(tile: Tile):
+    """(start addresses, choice) of a tile: one candidate, or one per TileGroup slot or per tile of a
+    ``TileChoice``, chosen by its traced index (an index out of range chooses no candidate: a bounds finding)."""
+    candidates = getattr(tile, "candidates", None)
+    if candidates:
+        return [t.addr for t in candidates], jnp.where(tile.ok, tile.choice, len(candidates))
     slot = getattr(tile, "slot", None)
     if slot is None:
-        return 1, 0, 0
-    return tile.depth, tile.stride_bytes, jnp.where(tile.ok, slot, tile.depth)
+        return [tile.addr], 0
+    return [tile.addr + k * tile.stride_bytes for k in range(tile.depth)], jnp.where(tile.ok, slot, tile.depth)
 
 
 def _receivers(a: dict, l0c: Tile | None) -> tuple[int, ...]:

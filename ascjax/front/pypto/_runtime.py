@@ -18,8 +18,10 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from ...core._memory import Tile
 from .. import _carried as carried
 from .._program import current
+from .._tile_choice import choose
 from . import _struct
 from ._source import Translation, UnsupportedConstruct, _free_values
 
@@ -99,8 +101,10 @@ class Runtime:
     def run(self, arguments: dict):
         """Declare the slots, bind ``arguments`` (the kernel's parameters by name) and run the kernel's body."""
         kernel = self.translation.kernel
-        carried.declare(current(), self.translation.n_slots)
-        self.struct_pool = _struct.reserve() if self.translation.makes_structs else None
+        k = current()
+        carried.declare(k, self.translation.n_slots)
+        self.struct_pool = _struct.reserve() if self.translation.section_slots else None
+        k.declares_in_sections = self.translation.declares_in_sections
         env = Env({**self.constants, **_free_values(kernel.function), **arguments})
         token = AIV_ONLY.set(self.translation.aiv_only)
         try:
@@ -377,10 +381,12 @@ class Runtime:
         if traced(key) and isinstance(value, (tuple, list)):
             if all(carried.kind_of(v) is not None for v in value):
                 return jnp.asarray(value)[key]
+            if value and all(isinstance(v, Tile) for v in value):
+                return choose(value, key, f"a {type(value).__name__} of {len(value)} tiles")
             raise UnsupportedConstruct(
                 f"rule 'traced index': a {type(value).__name__} of {len(value)} "
                 f"{type(value[0]).__name__ if value else 'item'}s is indexed by a run-time value: ascjax selects "
-                "tiles by a run-time index only within a tile group (pl.make_tile_group(...)[i])"
+                "scalars or tiles by a run-time index (tiles: pl.make_tile tiles, or pl.make_tile_group(...)[i])"
             )
         return value[key]
 

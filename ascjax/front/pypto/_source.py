@@ -247,11 +247,9 @@ class _Rewriter(ast.NodeTransformer):
                 raise _refuse(stmt, self.filename, f"'with {ast.unparse(stmt.items[0])}'",
                               "write 'with pl.section_cube():' or 'with pl.section_vector():'")  # fmt: skip
             self._check_jumps(stmt.body, "a section")
-            hoisted, body = _hoist_allocations(stmt.body)
-            before = [x for h in hoisted for x in self.statement(h)]
             ctx = self.visit(stmt.items[0].context_expr)
-            fn, name = self._block("with", body, stmt)
-            return [*before, fn, self._call_stmt("with_", [ctx, ast.Name(name, ast.Load()), env, line], stmt)]
+            fn, name = self._block("with", stmt.body, stmt)
+            return [fn, self._call_stmt("with_", [ctx, ast.Name(name, ast.Load()), env, line], stmt)]
         if isinstance(stmt, ast.Return):
             if last_of_function:
                 return [self.visit(stmt)]
@@ -308,10 +306,6 @@ def _own_jumps(stmts: list) -> list:
     return found
 
 
-#: the calls that declare tiles: PyPTO-Pro allocates them where they are written, ascjax before the sections
-_ALLOCATIONS = ("TileType", "make_tile", "make_tile_group")
-
-
 def _callee(node) -> str | None:
     if isinstance(node, ast.Call):
         func = node.func
@@ -328,23 +322,6 @@ def _allocation_name(node: ast.Assign) -> str | None:
         if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):  # a rewritten local
             return target.slice.value
     return None
-
-
-def _hoist_allocations(body: list) -> tuple[list, list]:
-    """A section's tile declarations that depend on nothing the section computes, moved before it: ascjax places
-    every tile before the cores run (a section is traced once per segment), PyPTO-Pro where it is written; the
-    addresses are the same."""
-    assigned = _stored_names(body)
-    hoisted, kept, names = [], [], set()
-    for stmt in body:
-        reads = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        declares = isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets)
-        if declares and _callee(stmt.value) in _ALLOCATIONS and (reads & assigned) <= names:
-            hoisted.append(stmt)
-            names |= {t.id for t in stmt.targets}
-        else:
-            kept.append(stmt)
-    return hoisted, kept
 
 
 def _source_of(fn) -> tuple[ast.FunctionDef, str]:
@@ -386,7 +363,10 @@ class Translation:
         self.functions: dict = {}  # code object -> Translated
         self.n_slots = 0
         self.sections: set[str] = set()  # the section kinds the kernel and its helpers write ("cube", "vector")
-        self.makes_structs = False  # the kernel or a helper calls pl.struct / pl.struct_array
+        # the kernel or a helper makes structs or valid-shape tiles (a section's take reserved carried slots)
+        self.section_slots = False
+        # a helper, or a section of the kernel, makes tiles (a section's are made while it is discovered)
+        self.declares_in_sections = False
         self.kernel = self._translate(kernel, stack=())
 
     @property
@@ -405,8 +385,15 @@ class Translation:
             kind = _callee(item.context_expr)
             if kind in ("section_cube", "section_vector"):
                 self.sections.add(kind.removeprefix("section_"))
-        if any(_callee(n) in ("struct", "struct_array") for n in ast.walk(node)):
-            self.makes_structs = True
+        if any(_callee(n) in ("struct", "struct_array") for n in ast.walk(node)) or any(
+            isinstance(n, ast.keyword) and n.arg == "valid_shape" for n in ast.walk(node)
+        ):
+            self.section_slots = True
+        within = (
+            ast.walk(node) if stack else (n for w in ast.walk(node) if isinstance(w, ast.With) for n in ast.walk(w))
+        )
+        if any(_callee(n) in ("make_tile", "make_tile_group") for n in within):
+            self.declares_in_sections = True
         params = inspect.signature(fn)
         local_names = set(params.parameters) | _stored_names(node.body) | set(fn.__code__.co_freevars) | self.constants
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}

@@ -17,7 +17,7 @@ import numpy as np
 from .. import _carried as carried
 from .._program import current
 
-#: carried slots a kernel that makes structs reserves at its top for the structs its sections make (a section is
+#: carried slots a kernel reserves at its top for the structs and valid-shape tiles its sections make (a section is
 #: traced once per segment: it cannot add slots, and each trace takes the same reserved ones, in the order it makes them)
 SECTION_STRUCT_SLOTS = 256
 #: inside a section's trace: [the next free reserved slot, the end of the reservation]
@@ -29,7 +29,7 @@ def reserve() -> int:
     return carried.extend(current(), [0] * SECTION_STRUCT_SLOTS)
 
 
-def _slots_for(values: list) -> int:
+def slots_for(values: list) -> int:
     """The first of ``len(values)`` slots holding ``values``: new slots before the sections, reserved ones in a
     section (set to the values on the section's core)."""
     k = current()
@@ -163,7 +163,7 @@ def struct(type_name: str, **fields) -> Struct:
     if not isinstance(type_name, str):
         raise TypeError(f"rule 'struct': pl.struct takes its type name first, a string, got {type_name!r}")
     layout = _Layout(type_name, fields)
-    return Struct(layout, _slots_for(layout.initial))
+    return Struct(layout, slots_for(layout.initial))
 
 
 def struct_array(size: int, type_name: str, **fields) -> StructArray:
@@ -171,4 +171,4 @@ def struct_array(size: int, type_name: str, **fields) -> StructArray:
     if _static(size) is None or size < 1:
         raise TypeError(f"rule 'struct': pl.struct_array's size is a static int >= 1, got {size!r}")
     layout = _Layout(type_name, fields)
-    return StructArray(int(size), layout, _slots_for(layout.initial * int(size)))
+    return StructArray(int(size), layout, slots_for(layout.initial * int(size)))

@@ -18,6 +18,7 @@ import jax
 from ...core import Buffer
 from .. import _carried as carried
 from .._program import current
+from . import _struct
 from ._types import DYNAMIC, TensorLayout, TileType
 
 #: per Program, the tiles and tile groups declared with a valid_shape: the first of the two carried slots holding
@@ -36,7 +37,7 @@ def declare_valid(k, tile_type: TileType, name: str) -> None:
             raise ValueError(
                 f"rule 'valid shape': valid_shape {list(tile_type.valid_shape)} is outside {list(tile_type.shape)}"
             )
-    _VALID.setdefault(k, {})[name] = carried.extend(k, start)
+    _VALID.setdefault(k, {})[name] = _struct.slots_for(start)  # a section's tile: the reserved slots
 
 
 def valid(tile, *, placed: bool = False):

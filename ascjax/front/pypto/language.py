@@ -99,8 +99,9 @@ struct_array = _struct.struct_array
 
 
 def const(value, dtype):
-    """``pl.const(value, pl.DT_FP32)``: a scalar of that data type."""
-    return np.dtype(dtypes.to_numpy_dtype(dtype_name(dtype))).type(value)
+    """``pl.const(value, pl.DT_FP32)``: a scalar of that data type (a run-time value converted as it runs)."""
+    np_dtype = np.dtype(dtypes.to_numpy_dtype(dtype_name(dtype)))
+    return jnp.asarray(value).astype(np_dtype) if isinstance(value, jax.core.Tracer) else np_dtype.type(value)
 
 
 def max(lhs, rhs):  # noqa: A001 - PyPTO-Pro's name
@@ -156,8 +157,10 @@ def make_tile(tile_type, *, addr=None, size=None):
     tile_type = _check_type(tile_type, "make_tile")
     k = current()
     shape, fmt = _tiles.placed(k, tile_type)
-    tile = k.alloc(
-        tile_type.buffer, shape, dtype_name(tile_type.dtype), fmt=fmt, addr=addr, name=_tile_name(k), view=True
+    dtype = dtype_name(tile_type.dtype)
+    tile = k.declared(
+        ("tile", tile_type.buffer, shape, fmt, dtype, addr, TILE_NAME.get()),
+        lambda: k.alloc(tile_type.buffer, shape, dtype, fmt=fmt, addr=addr, name=_tile_name(k), view=True),
     )  # PyPTO-Pro places tiles where they are written: two at one address view one array
     _tiles.note_zn(k, tile_type, tile.name)
     _tiles.declare_valid(k, tile_type, tile.name)
@@ -178,8 +181,11 @@ def make_tile_group(*, type, addrs, mutex_ids=None, depth=None, fwd_ids=None, bw
     depth = depth or (len(mutex_ids) if mutex_ids else None) or len(addr_list)
     k = current()
     shape, fmt = _tiles.placed(k, tile_type)
-    group = k.tile_group(tile_type.buffer, shape, dtype_name(tile_type.dtype), depth, fmt=fmt, addr=addr_list[0],
-                         name=_tile_name(k))  # fmt: skip
+    dtype = dtype_name(tile_type.dtype)
+    group = k.declared(
+        ("group", tile_type.buffer, shape, fmt, dtype, depth, tuple(addr_list), TILE_NAME.get()),
+        lambda: k.tile_group(tile_type.buffer, shape, dtype, depth, fmt=fmt, addr=addr_list[0], name=_tile_name(k)),
+    )
     _tiles.note_zn(k, tile_type, group.group.name)
     _tiles.declare_valid(k, tile_type, group.group.name)
     if mutex_ids:
