@@ -174,3 +174,31 @@ def test_traced_event_ids_sweep_in_sections():
         jnp.array([0, 15, 16], jnp.int32)
     )
     assert [aj.Verdict(int(v)) for v in verdicts] == [aj.Verdict.OK, aj.Verdict.OK, aj.Verdict.SYNC_ERROR]
+
+
+def _skipped_branch(k, x_sign):
+    """A branch whose ops are off in the segment after a cross-core wait, before a GM store in the same region."""
+    a = k.alloc("UB", (8, 16), "float32", name="a")
+    b = k.alloc("UB", (8, 16), "float32", name="b")
+
+    @k.section_cube
+    def _():
+        k.set_cross_core("FIX", 0)
+
+    @k.section_vector
+    def _(sub):
+        k.fill(a, 2.0)
+        k.sync_notify("V", "MTE3", 0)
+        k.cond(x_sign < 0, lambda: [k.fill(b, 1.0) for _ in range(3)])
+        k.wait_cross_core("V", 0)
+        k.sync_wait("V", "MTE3", 0)
+        k.copy_ub2gm("out", a, row=8 * sub)
+
+
+def test_a_branch_the_segment_skips_keeps_the_tags_of_the_issues_after_it():
+    """Every trace of a section numbers its issues alike: a branch outside the traced segment still takes its
+    issues' tags, so the launch's store after the wait finds its own instance (it ran) and writes GM."""
+    out = {"out": ((16, 16), "float32")}
+    result = aj.launch(_skipped_branch, {}, out, block_dim=1, params={"x_sign": jnp.int32(1)}, chip="950")
+    assert result.ok, result.report()
+    np.testing.assert_array_equal(np.asarray(result.outputs["out"]), np.full((16, 16), 2.0, np.float32))

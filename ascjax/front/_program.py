@@ -645,9 +645,9 @@ class Program:
         if gate.nested or gate.inner or self._depth:  # a nested loop runs inside one segment (it holds no wait)
             gate.nested += 1
             try:
-                if gate.discover:
+                if gate.discover or not gate.enabled:  # ops off: the issues only take their tags
                     body(jnp.int32(0))
-                elif gate.enabled:
+                else:
                     limit = n if count is None else count
                     self._scan(n, lambda i: self._cond(i < limit, lambda: body(i), None))
             finally:
@@ -748,11 +748,9 @@ class Program:
                     gate.flat.add(key)
                 return
         if gate is not None:
-            if not (gate.discover or gate.enabled):
-                return
             gate.nested += 1
             try:
-                if gate.discover:
+                if gate.discover or not gate.enabled:  # ops off: the issues only take their tags
                     for fn in (then, otherwise):
                         if fn is not None:
                             fn()
