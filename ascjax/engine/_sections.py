@@ -45,8 +45,9 @@ class Gate:
         self.nested = 0  # inside a k.cond / nested k.range that runs inside one segment
         self.regions = [Region(loop=False)]
         # the branches and inner loops that hold a cross-core wait (found by discovery) run in line: a branch's
-        # sides under their predicates, a loop unrolled, so their waits cut segments as the record numbers them
-        self.flat: set = set()
+        # sides under their predicates, a loop unrolled, so their waits cut segments as the record numbers them;
+        # per site, the waits and issues one iteration of the loop holds (None: a branch)
+        self.flat: dict = {}
         self.sites = 0  # branches and inner loops met so far in this region, outside any ``nested`` one
         self.inner = 0  # inside a top-level loop's body or a branch run in line: a loop met here is no region
 
@@ -58,6 +59,12 @@ class Gate:
     @property
     def enabled(self) -> bool:
         return not self.discover and (self.region, self.waits) == self.target
+
+    def reaches(self, waits: int) -> bool:
+        """Whether code from here on that passes ``waits`` more waits holds an op of the target segment."""
+        return (
+            not self.discover and self.region == self.target[0] and self.waits <= self.target[1] <= self.waits + waits
+        )
 
     def count_wait(self, where: str) -> None:
         """A wait starts a new segment (inside a nested loop or a cond it cannot)."""
@@ -92,7 +99,7 @@ class Plan:
     subblock: int | None
     regions: list
     serial: int = -1  # the how-many-th section the kernel declared (names the section's issues in every trace)
-    flat: set = dataclasses.field(default_factory=set)  # its branches and inner loops run in line (``Gate.flat``)
+    flat: dict = dataclasses.field(default_factory=dict)  # its branches and inner loops run in line (``Gate.flat``)
 
 
 def discover(program, plan: Plan) -> list:

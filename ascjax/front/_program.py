@@ -632,15 +632,24 @@ class Program:
         gate = self.gate
         if not gate.nested and (gate.inner or self._depth):
             key, mark, waits = gate.site(), gate.sites, gate.waits
-            if gate.discover or key in gate.flat:
+            if gate.discover:
                 first = self._tag_pos[self._tag_key]  # every iteration carries the tags of the record's one body
                 self._unrolled(n, body, count, 0, first)
-                if gate.discover and gate.waits == waits:  # no wait: it runs inside one segment
+                if gate.waits == waits:  # no wait: it runs inside one segment
                     gate.sites = mark
                     return
-                gate.flat.add(key)
+                gate.flat[key] = (gate.waits - waits, self._tag_pos[self._tag_key] - first)
                 for i in range(1, n):
                     self._unrolled(n, body, count, i, first)
+                return
+            if key in gate.flat:
+                first, (per, issues) = self._tag_pos[self._tag_key], gate.flat[key]
+                for i in range(n):
+                    if gate.reaches(per):
+                        self._unrolled(n, body, count, i, first)
+                    else:  # no op of the segment in it: the iteration passes its waits untraced
+                        gate.waits += per
+                self._tag_pos[self._tag_key] = first + issues
                 return
         if gate.nested or gate.inner or self._depth:  # a nested loop runs inside one segment (it holds no wait)
             gate.nested += 1
@@ -745,7 +754,7 @@ class Program:
                 if gate.discover and gate.waits == waits:  # no wait: one conditional inside a segment
                     gate.sites = mark
                 else:
-                    gate.flat.add(key)
+                    gate.flat[key] = None
                 return
         if gate is not None:
             gate.nested += 1
