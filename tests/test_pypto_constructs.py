@@ -532,3 +532,57 @@ def test_a_tuple_of_tiles_made_in_a_section_is_indexed_by_a_run_time_value():
     out = np.zeros_like(x)
     bad = pair_by_index(x, out, 1)
     assert not bad.ok and "BOUNDS" in str(bad.report())
+
+
+@pl.jit(auto_mutex=False)
+def tuple_made_in_loop(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32], out: pl.Tensor[[ROWS, COLS], pl.DT_FP32]):
+    a = pl.make_tile(_vec(), addr=UB_A)
+    with pl.section_vector():
+        pl.load(a, x, [0, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+        for _ in pl.range(3):
+            tiles = pl.make_tuple(acc=a, rows=ROWS)  # the same every trip: it outlives the loop, as in Python
+            pl.add(tiles.acc, tiles.acc, 1.0)
+        _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+        pl.store(out, tiles.acc, [0, 0])
+
+
+def test_a_tuple_of_tiles_first_made_in_a_loop_is_read_after_it():
+    x = RNG.standard_normal((ROWS, COLS)).astype(np.float32)
+    out = np.zeros_like(x)
+    assert tuple_made_in_loop(x, out).ok
+    np.testing.assert_allclose(out, x + 3.0, rtol=1e-6)
+
+
+# -- fillpad ----------------------------------------------------------------------------------------------------
+@pl.jit(auto_mutex=False)
+def padded(x: pl.Tensor[[8, 8], pl.DT_FP32], z: pl.Tensor[[8, 16], pl.DT_FP32], expand=False, pad=pl.TilePad.min):
+    src = pl.make_tile(
+        pl.TileType(shape=[8, 8], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec, valid_shape=[-1, -1]), addr=0
+    )
+    dst = pl.make_tile(
+        pl.TileType(shape=[8, 16] if expand else [8, 8], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec, pad=pad),
+        addr=0x400,
+    )
+    with pl.section_vector():
+        pl.load(src, x, [0, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+        pl.set_validshape(src, [5, 7])
+        pl.fillpad(dst, src, mode=pl.FillPadMode.EXPAND if expand else pl.FillPadMode.NORMAL)
+        _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+        pl.store(z, dst, [0, 0])
+
+
+@pytest.mark.parametrize(("expand", "pad", "fill"), [(False, pl.TilePad.min, -np.inf), (True, pl.TilePad.zero, 0.0)])
+def test_fillpad_keeps_the_valid_region_and_writes_the_declared_pad(expand, pad, fill):
+    x = RNG.standard_normal((8, 8)).astype(np.float32)
+    z = np.full((8, 16), 7.0, np.float32)
+    assert padded(x, z, expand, pad).ok
+    want = np.full((8, 16 if expand else 8), fill, np.float32)
+    want[:5, :7] = x[:5, :7]
+    np.testing.assert_array_equal(z[:, : want.shape[1]], want)
+
+
+def test_fillpad_into_a_tile_without_a_pad_is_refused():
+    with pytest.raises(ValueError, match="rule 'fillpad'.*declared without a pad"):
+        padded(np.zeros((8, 8), np.float32), np.zeros((8, 16), np.float32), False, pl.TilePad.null)

@@ -404,6 +404,11 @@ def expand_div(out, src, vec, *, dim=0, valid=None):
     _expand("div", out, src, vec, dim, valid)
 
 
+def fillpad(out, src, value, *, valid=None):
+    """``out`` = ``src``'s valid region (``valid``; None: all of it) at its top left, ``value`` elsewhere."""
+    current().fillpad(out, src, value, **_region(valid))
+
+
 def cast(out, src, *, mode=RoundMode.CAST_NONE, valid=None):
     """``out = src`` in ``out``'s dtype, rounding by ``mode`` (integers saturate)."""
     current().cast(out, src, mode=mode, **_region(valid))

@@ -84,6 +84,18 @@ def _vector_function_cycles(c, a, gm):
     return vector_cycles(c, largest.rows * largest.cols, largest.np_dtype.itemsize, False)
 
 
+def _fillpad_cycles(c, a, gm):
+    """One pass over the destination (its pad is written too)."""
+    out = a["out"]
+    return vector_cycles(c, out.rows * out.cols, out.np_dtype.itemsize, False)
+
+
+FILLPAD = Instruction(
+    "fillpad", ops.fillpad, InstrKind.VECTOR, CoreKind.VECTOR, Pipe.V,
+    "out = src's valid region at the top left, the pad value elsewhere (PyPTO-Pro fillpad)",
+    operands=(OUT, Operand("src", UB)), cost=FAST_COST, cycles=_fillpad_cycles, faults=_valid_faults("src"),
+)  # fmt: skip
+
 VECTOR_FUNCTION = Instruction(
     "vector_function", ops.vector_function, InstrKind.VECTOR, CoreKind.VECTOR, Pipe.V,
     "a vector function (pl.vector_function): register code over the UB tiles it loads and stores",
@@ -97,6 +109,7 @@ INSTRUCTIONS = tuple(
         (_vector("copy_ub2ub", ops.copy, "a UB -> UB copy of the same element count", ("src",)), ((UB[0], UB[0]),)),
         (_vector("fill", ops.fill, "out[:] = value", ()), ()),
         (_vector("cast", ops.cast, "out = src in out's dtype, rounded by mode", ("src",)), ()),
+        (FILLPAD, ()),
         (VECTOR_FUNCTION, ()),
     )
 )

@@ -14,13 +14,14 @@ import builtins
 import contextvars
 import dataclasses
 import functools
+import types
 
 import jax
 import jax.numpy as jnp
 
 from ...core._memory import Tile
 from .. import _carried as carried
-from .._program import current
+from .._program import GroupHandle, current
 from .._tile_choice import choose
 from . import _struct
 from ._source import Translation, UnsupportedConstruct, _free_values
@@ -85,6 +86,19 @@ def _traced_jump(jump: _Jump, where: str) -> UnsupportedConstruct:
 
 def traced(value) -> bool:
     return isinstance(value, jax.core.Tracer)
+
+
+def _static(value) -> bool:
+    """Whether ``value`` holds no run-time value: plain tiles, tile groups, Python scalars and containers of them."""
+    if isinstance(value, (tuple, list)):
+        return all(_static(v) for v in value)
+    if isinstance(value, dict):
+        return all(_static(v) for v in value.values())
+    if isinstance(value, types.SimpleNamespace):  # pl.make_tuple
+        return all(_static(v) for v in vars(value).values())
+    if isinstance(value, Tile):
+        return getattr(value, "slot", None) is None and not getattr(value, "candidates", None)
+    return isinstance(value, (int, float, str, type(None), GroupHandle))
 
 
 def _ceil_div(a, b):
@@ -278,6 +292,7 @@ class Runtime:
             n = max(0, _ceil_div(int(stop) - int(start), step))
         carry = self._carry(env, slots, self._names(target), line)
         self._store(k, env, carry, line)
+        made: dict = {}  # names the body first assigns a static value (tiles, tuples of them): the same every trip
 
         def iteration(i):
             inner = Env(env)
@@ -288,9 +303,12 @@ class Runtime:
             except _Jump as jump:
                 raise _traced_jump(jump, f"in the pl.range loop at line {line}, recorded once for every trip") from None
             self._store(k, inner, carry, line)
+            made.update((name, v) for name, v in inner.items() if name not in env and _static(v))
 
         k.range(n, iteration, count=count)
         self._load(k, env, carry)
+        for name in set(made) - set(self._names(target)):  # as after Python's loop (the last trip's, all alike)
+            env[name] = made[name]
 
     # -- branches ----------------------------------------------------------------------
     @staticmethod

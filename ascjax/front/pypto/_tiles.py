@@ -14,12 +14,14 @@ from __future__ import annotations
 import weakref
 
 import jax
+import ml_dtypes
+import numpy as np
 
 from ...core import Buffer
 from .. import _carried as carried
 from .._program import current
 from . import _struct
-from ._types import DYNAMIC, TensorLayout, TileType
+from ._types import DYNAMIC, TensorLayout, TilePad, TileType
 
 #: per Program, the tiles and tile groups declared with a valid_shape: the first of the two carried slots holding
 #: their valid (rows, cols), which ``pl.set_validshape`` sets as the kernel runs (per core, through loops)
@@ -89,3 +91,32 @@ def note_zn(k, tile_type: TileType, name: str) -> None:
 def is_zn(tile) -> bool:
     """Whether ``tile`` (a tile or a tile group slot) is a ZN Mat tile."""
     return getattr(tile, "name", None) in _ZN_MATS.get(current(), ())
+
+
+#: per Program, the pad (``TileType(pad=)``) of its tiles and tile groups declared with one
+_PADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: the float dtypes whose ``TilePad.max`` / ``min`` are +inf / -inf (PyPTO-Pro's PadValue::Max / Min); narrower
+#: floats without infinities take their largest finite value
+_INF_FLOATS = ("float16", "bfloat16", "float32")
+
+
+def declare_pad(k, tile_type: TileType, name: str) -> None:
+    if tile_type.pad is not TilePad.null:
+        _PADS.setdefault(k, {})[name] = tile_type.pad
+
+
+def pad_value(tile):
+    """The value ``pl.fillpad`` writes into ``tile``'s padding (None: it was declared without a pad)."""
+    pad = _PADS.get(current(), {}).get(getattr(tile, "name", None))
+    if pad is None:
+        return None
+    dtype = np.dtype(tile.np_dtype)
+    if pad is TilePad.zero:
+        return dtype.type(0)
+    sign = 1 if pad is TilePad.max else -1
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return dtype.type(info.max if sign > 0 else info.min)
+    if tile.dtype in _INF_FLOATS:
+        return dtype.type(sign * np.inf)
+    return dtype.type(sign * float(ml_dtypes.finfo(dtype).max))

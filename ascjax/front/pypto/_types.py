@@ -102,9 +102,28 @@ class ReluPreMode(enum.IntEnum):
 COMPACT_MODES = (None, 0, 1, 2)
 
 
+class TilePad(enum.Enum):
+    """``pl.TilePad``: what ``pl.fillpad`` writes outside a tile's valid shape (``null``: nothing is declared)."""
+
+    null = 0
+    zero = 1
+    max = 2
+    min = 3
+
+
+class FillPadMode(enum.Enum):
+    """``pl.FillPadMode``: ``NORMAL`` (equal shapes, two tiles), ``EXPAND`` (a larger destination), ``INPLACE``
+    (one tile)."""
+
+    NORMAL = 0
+    EXPAND = 1
+    INPLACE = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class TileType:
-    """``pl.TileType(shape=, dtype=, target_memory=, layout=, fractal=, valid_shape=, compact=)``: a tile's static type.
+    """``pl.TileType(shape=, dtype=, target_memory=, layout=, fractal=, valid_shape=, compact=, pad=)``: a tile's
+    static type (``pad``: what ``pl.fillpad`` writes outside the valid shape of a tile of this type).
 
     ``compact`` says how a tail window (a ``valid_shape`` inside ``shape``) is laid out; with the whole tile valid it
     changes nothing.
@@ -117,14 +136,16 @@ class TileType:
     fractal: int | None = None
     valid_shape: tuple | None = None
     compact: int | None = None
+    pad: TilePad = TilePad.null
 
     def __init__(
-        self, shape, dtype, target_memory, layout=None, fractal=None, valid_shape=None, compact=None, **unknown
-    ):
+        self, shape, dtype, target_memory, layout=None, fractal=None, valid_shape=None, compact=None, pad=None,
+        **unknown,
+    ):  # fmt: skip
         if unknown:
             raise TypeError(
-                f"rule 'TileType': pl.TileType takes shape, dtype, target_memory, layout, fractal, valid_shape and "
-                f"compact; got {', '.join(sorted(unknown))}"
+                f"rule 'TileType': pl.TileType takes shape, dtype, target_memory, layout, fractal, valid_shape, "
+                f"compact and pad; got {', '.join(sorted(unknown))}"
             )
         if compact not in COMPACT_MODES:
             raise ValueError(f"rule 'TileType': compact is None, 0, 1 or 2, got {compact!r}")
@@ -137,6 +158,11 @@ class TileType:
         object.__setattr__(self, "fractal", fractal)
         object.__setattr__(self, "valid_shape", None if valid_shape is None else tuple(valid_shape))
         object.__setattr__(self, "compact", compact)
+        if isinstance(pad, int) and not isinstance(pad, bool) and pad in (p.value for p in TilePad):
+            pad = TilePad(pad)  # PyPTO-Pro also takes the integers 0..3
+        if pad is not None and not isinstance(pad, TilePad):
+            raise ValueError(f"rule 'TileType': pad is a pl.TilePad (null, zero, max, min) or 0..3, got {pad!r}")
+        object.__setattr__(self, "pad", pad or TilePad.null)
 
     @property
     def buffer(self) -> Buffer:

@@ -30,10 +30,12 @@ from ._runtime import AIV_ONLY, TILE_NAME, RangeSpec, Runtime, Section
 from ._source import UnsupportedConstruct
 from ._types import DATA_TYPES, TensorLayout, TileType, dtype_name
 from ._types import DYNAMIC as DYNAMIC  # the surface re-exports these
+from ._types import FillPadMode as FillPadMode
 from ._types import MemorySpace as MemorySpace
 from ._types import ReluPreMode as ReluPreMode
 from ._types import Tensor as Tensor
 from ._types import Tile as Tile
+from ._types import TilePad as TilePad
 
 AccPhase = _pl.AccPhase
 STPhase = _pl.STPhase
@@ -164,6 +166,7 @@ def make_tile(tile_type, *, addr=None, size=None):
     )  # PyPTO-Pro places tiles where they are written: two at one address view one array
     _tiles.note_zn(k, tile_type, tile.name)
     _tiles.declare_valid(k, tile_type, tile.name)
+    _tiles.declare_pad(k, tile_type, tile.name)
     if size is not None and size < tile.nbytes:
         raise ValueError(f"rule 'tile size': {tile} needs {tile.nbytes} B, but make_tile gives it size={size}")
     return tile
@@ -188,6 +191,7 @@ def make_tile_group(*, type, addrs, mutex_ids=None, depth=None, fwd_ids=None, bw
     )
     _tiles.note_zn(k, tile_type, group.group.name)
     _tiles.declare_valid(k, tile_type, group.group.name)
+    _tiles.declare_pad(k, tile_type, group.group.name)
     if mutex_ids:
         auto_mutex.register(group.group.name, mutex_ids)
     stride = group.group.stride_bytes
@@ -352,6 +356,26 @@ expand_add, expand_sub, expand_mul, expand_div = map(
 cast, fill, expands = _tailed(_pl.cast), _tailed(_pl.fill), _tailed(_pl.expands)
 
 
+def fillpad(out, src, *, mode=FillPadMode.NORMAL):
+    """``pl.fillpad(out, src, mode=)``: ``out`` holds ``src``'s valid region and, elsewhere, the pad ``out``'s
+    TileType declares (``pl.TilePad``). NORMAL: equal shapes, two tiles; EXPAND: ``out`` at least as large;
+    INPLACE: one tile."""
+    if not isinstance(mode, FillPadMode):
+        raise TypeError(f"rule 'fillpad': mode is a pl.FillPadMode, got {mode!r}")
+    value = _tiles.pad_value(out)
+    if value is None:
+        raise ValueError(f"rule 'fillpad': {out} was declared without a pad: give its TileType pad=pl.TilePad.zero "
+                         "(or max, min)")  # fmt: skip
+    same_shape = (out.rows, out.cols) == (src.rows, src.cols)
+    same_place = (out.buffer, out.addr) == (src.buffer, src.addr)
+    if mode is not FillPadMode.EXPAND and not same_shape:
+        raise ValueError(f"rule 'fillpad': {mode.name} takes tiles of one shape, got {out} and {src}")
+    if (mode is FillPadMode.INPLACE) != same_place:
+        one = "one tile (out is src)" if mode is FillPadMode.INPLACE else "two tiles at different addresses"
+        raise ValueError(f"rule 'fillpad': {mode.name} takes {one}, got {out} and {src}")
+    _pl.fillpad(out, src, value, valid=_tiles.valid(src))
+
+
 # -- vector functions -------------------------------------------------------------------
 def _vf_guard(args, kwargs, issue) -> None:
     if AUTO_MUTEX.get():
@@ -417,7 +441,7 @@ _OPERATIONS = (
     "load", "load_tile", "store", "store_tile", "move", "insert", "matmul", "matmul_acc", "matmul_mx",
     "matmul_mx_acc", "add", "sub", "mul", "div", "maximum", "minimum", "sum", "abs", "exp", "log", "sqrt", "relu",
     "expand_add", "expand_sub", "expand_mul", "expand_div", "cast", "fill", "expands", "neg", "rsqrt", "recip",
-    "setval",
+    "setval", "fillpad",
 )  # fmt: skip
 globals().update({name: _operation(name, globals()[name]) for name in _OPERATIONS})
 system = types.SimpleNamespace(

@@ -19,7 +19,19 @@ from .scalar import setval_gm
 from .sync import mutex_lock, mutex_unlock, sync_notify, sync_pipe, sync_wait
 from .ub_move import AccToVecMode, copy_gm2ub, copy_l0c2ub, copy_ub2gm, copy_ub2l1, split
 from .unit_flag import AccPhase, STPhase, UnitFlagMode
-from .vector import RoundMode, binary, cast, copy, expand, fill, reduce_cols, reduce_rows, round_cast, unary
+from .vector import (
+    RoundMode,
+    binary,
+    cast,
+    copy,
+    expand,
+    fill,
+    fillpad,
+    reduce_cols,
+    reduce_rows,
+    round_cast,
+    unary,
+)
 from .vector_function import vector_function
 
 __all__ = [
@@ -35,6 +47,7 @@ __all__ = [
     "copy",
     "expand",
     "fill",
+    "fillpad",
     "move_to_vec",
     "reduce_cols",
     "reduce_rows",

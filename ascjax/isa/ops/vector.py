@@ -237,6 +237,29 @@ def fill(state: State, out: Tile, value, *, valid=None, sub: int) -> State:
     return _vec_op(state, sub, out, (), lambda: jnp.broadcast_to(v, (out.rows, out.cols)), _region(valid, out, "fill"))
 
 
+def fillpad(state: State, out: Tile, src: Tile, value, *, valid=None, sub: int) -> State:
+    """``out`` holds ``src``'s valid region (``valid``, rows x cols, traced allowed; None: all of ``src``) at its
+    top left and ``value`` (the pad) everywhere else; ``out`` may be larger than ``src`` (PyPTO-Pro ``fillpad``'s
+    EXPAND) or ``src`` itself (INPLACE)."""
+    _ub(out, "out")
+    _ub(src, "src")
+    _need(
+        out.rows >= src.rows and out.cols >= src.cols,
+        f"rule 'fillpad shapes': {out} is smaller than {src}: the destination covers the source",
+    )
+    _need(out.dtype == src.dtype, f"rule 'vector dtypes': fillpad copies one dtype: {src} into {out}")
+    region = (src.rows, src.cols) if valid is None else valid
+    check_valid(region, (src.rows, src.cols), "fillpad")
+    keep = valid_mask(region, (out.rows, out.cols)) & executes(valid_faults(region, (src.rows, src.cols)))
+    pad = jnp.asarray(value, out.np_dtype)
+
+    def compute(s):
+        placed = jnp.pad(s[: src.rows, : src.cols], ((0, out.rows - src.rows), (0, out.cols - src.cols)))
+        return jnp.where(keep, placed, pad)
+
+    return _vec_op(state, sub, out, (src,), compute)
+
+
 def cast(state: State, out: Tile, src: Tile, *, mode: RoundMode = RoundMode.CAST_NONE, valid=None,
          sub: int) -> State:  # fmt: skip
     """``out = src`` converted to ``out``'s dtype with rounding ``mode``; integers saturate, NaN -> 0.
