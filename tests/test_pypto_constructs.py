@@ -586,3 +586,28 @@ def test_fillpad_keeps_the_valid_region_and_writes_the_declared_pad(expand, pad,
 def test_fillpad_into_a_tile_without_a_pad_is_refused():
     with pytest.raises(ValueError, match="rule 'fillpad'.*declared without a pad"):
         padded(np.zeros((8, 8), np.float32), np.zeros((8, 16), np.float32), False, pl.TilePad.null)
+
+
+# -- two tile groups at one address ------------------------------------------------------------------------------
+@pl.jit(auto_mutex=False)
+def group_views(x: pl.Tensor[[2, ROWS], pl.DT_FP32], out: pl.Tensor[[2, ROWS], pl.DT_FP32]):
+    col = pl.TileType(shape=[ROWS, 1], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec, layout=pl.DN)
+    row = pl.TileType(shape=[1, ROWS], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec)
+    cols = pl.make_tile_group(type=col, addrs=[0x0, 0x200])
+    rows = pl.make_tile_group(type=row, addrs=[0x0, 0x200])  # the same bytes, slot by slot: a view of `cols`
+    with pl.section_vector():
+        for i in pl.range(2):
+            pl.load(rows[i], x, [i, 0])
+            _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+            pl.mul(cols[i], cols[i], 2.0)  # the column view of the row just loaded
+            _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+            pl.store(out, rows[i], [i, 0])
+            _sync(pl.PipeType.MTE3, pl.PipeType.MTE2, 0)
+
+
+def test_a_tile_group_at_another_groups_bytes_views_its_slots():
+    x = RNG.standard_normal((2, ROWS)).astype(np.float32)
+    out = np.zeros_like(x)
+    result = group_views(x, out)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(out, 2.0 * x, rtol=1e-6)

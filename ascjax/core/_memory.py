@@ -90,6 +90,7 @@ class Allocator:
         self.chip = chip
         self.live: dict[Buffer, list[Tile]] = {b: [] for b in Buffer if b is not Buffer.GM}
         self.names: set[str] = set()
+        self.groups: dict[str, tuple[Tile, int, int]] = {}  # a TileGroup's span name -> (slot 0, stride, depth)
 
     def default_format(self, buffer: Buffer) -> Format:
         if buffer is Buffer.L0A:
@@ -124,20 +125,48 @@ class Allocator:
                 return other
         return None
 
-    def alloc_group(self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None) -> tuple[Tile, int]:
+    def alloc_group(
+        self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None, view: bool = False
+    ) -> tuple[Tile, int]:
         """Place ``depth`` equal tiles side by side; returns (slot-0 tile, stride in bytes).
 
         The stride is the tile's size rounded up to the buffer alignment and to whole 512 B
-        granules, so slots never share a granule (or a unit-flag block).
+        granules, so slots never share a granule (or a unit-flag block). With ``view``, a group at exactly the
+        bytes of a live group whose slots hold as many elements of its dtype, both ND or of one shape and format,
+        is a view of it (the same elements slot by slot).
         """
         probe = self._probe(buffer, shape, dtype, fmt, name)
         unit = max(self.chip.align_bytes[probe.buffer], 512)
         stride = -(-probe.nbytes // unit) * unit
+        viewed = self._viewed_group(probe, addr, stride, depth) if view else None
+        if viewed is not None:
+            tile = dataclasses.replace(probe, addr=viewed.addr, storage=viewed.key)
+            self.names.add(tile.name)
+            return tile, stride
         tile = self._place(probe, stride * depth, addr, what=f"a depth-{depth} TileGroup of")
         span = Tile(f"{tile.name}[0:{depth}]", tile.buffer, tile.addr, 1, stride * depth, "uint8", Format.ND)
         self.live[tile.buffer].append(span)
+        self.groups[span.name] = (tile, stride, depth)
         self.names.add(tile.name)
         return tile, stride
+
+    def _viewed_group(self, probe: Tile, addr, stride: int, depth: int) -> Tile | None:
+        """The slot-0 tile of the live group a group of ``probe`` at ``addr`` would be a view of (``alloc_group``)."""
+        if addr is None:
+            return None
+        for span in self.live[probe.buffer]:
+            other, other_stride, other_depth = self.groups.get(span.name, (None, 0, 0))
+            if other is None or (other.addr, other_stride, other_depth) != (int(addr), stride, depth):
+                continue
+            same = (other.nbytes, other.dtype) == (probe.nbytes, probe.dtype)
+            layout = other.fmt is probe.fmt is Format.ND or (other.rows, other.cols, other.fmt) == (
+                probe.rows,
+                probe.cols,
+                probe.fmt,
+            )
+            if same and layout:
+                return other
+        return None
 
     def _probe(self, buffer, shape, dtype, fmt, name) -> Tile:
         """A tile at address 0 after the static checks of buffer, shape, format, dtype and name."""

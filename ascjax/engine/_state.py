@@ -150,8 +150,8 @@ class State(eqx.Module):
             return state
         slot = getattr(tile, "slot", None)
         store = dict(self._store(tile, sub))
-        if tile.storage is not None:  # a view: the viewed tile's elements, in its shape
-            value = value.reshape(store[tile.key].shape)
+        if tile.storage is not None:  # a view: the viewed tile's (or slot's) elements, in its shape
+            value = value.reshape(store[tile.key].shape[1:] if slot is not None else store[tile.key].shape)
         if slot is not None:  # a TileGroup slot; one whose index was out of range writes nothing
             value = jnp.where(tile.ok, value, store[tile.key][slot])
             value = indexed.put(store[tile.key], slot, value)

@@ -482,18 +482,24 @@ class Program:
                     "bytes may belong to another tile now; move the free after the tile's last use"
                 )
 
-    def tile_group(self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None) -> GroupHandle:
-        """``make_tile_group``: ``depth`` equal tiles side by side, picked by (traced) slot index."""
+    def tile_group(
+        self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None, view: bool = False
+    ) -> GroupHandle:
+        """``make_tile_group``: ``depth`` equal tiles side by side, picked by (traced) slot index; with ``view``, a
+        group at exactly a live group's bytes views its slots (``Allocator.alloc_group``)."""
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"TileGroup depth must be a positive int, got {depth!r}")
         self._no_alloc_in_section()
-        tile, stride = self.allocator.alloc_group(buffer, shape, dtype, depth, fmt=fmt, addr=addr, name=name)
+        tile, stride = self.allocator.alloc_group(buffer, shape, dtype, depth, fmt=fmt, addr=addr, name=name, view=view)
         group = TileGroup(tile, depth, stride)
+        cursor = jnp.full((N_CORES,), -1, jnp.int32)
+        if tile.storage is not None:  # a view keeps no elements of its own; its cursor is its own
+            self._declare(lambda state: eqx.tree_at(lambda s: s.cursors, state, {**state.cursors, group.name: cursor}))
+            return GroupHandle(self, group)
 
         def add(state: State) -> State:
             state = state.add_tile(tile, depth=depth)
-            cursors = {**state.cursors, group.name: jnp.full((N_CORES,), -1, jnp.int32)}
-            return eqx.tree_at(lambda s: s.cursors, state, cursors)
+            return eqx.tree_at(lambda s: s.cursors, state, {**state.cursors, group.name: cursor})
 
         self._declare(add)
         if self.recorder is not None and tile.buffer is Buffer.L0C:

@@ -29,7 +29,7 @@ class TileSlot(Tile):
     @property
     def base(self) -> Tile:
         """The slot-0 tile (static metadata, hashable)."""
-        return Tile(self.name, self.buffer, self.addr, self.rows, self.cols, self.dtype, self.fmt)
+        return Tile(self.name, self.buffer, self.addr, self.rows, self.cols, self.dtype, self.fmt, self.storage)
 
     def __str__(self) -> str:
         return f"{super().__str__()} slot of a depth-{self.depth} group"
@@ -65,6 +65,7 @@ class TileGroup:
             t.cols,
             t.dtype,
             t.fmt,
+            t.storage,
             slot=jnp.clip(i, 0, self.depth - 1),
             ok=ok,
             depth=self.depth,

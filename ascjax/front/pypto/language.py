@@ -187,7 +187,9 @@ def make_tile_group(*, type, addrs, mutex_ids=None, depth=None, fwd_ids=None, bw
     dtype = dtype_name(tile_type.dtype)
     group = k.declared(
         ("group", tile_type.buffer, shape, fmt, dtype, depth, tuple(addr_list), TILE_NAME.get()),
-        lambda: k.tile_group(tile_type.buffer, shape, dtype, depth, fmt=fmt, addr=addr_list[0], name=_tile_name(k)),
+        lambda: k.tile_group(
+            tile_type.buffer, shape, dtype, depth, fmt=fmt, addr=addr_list[0], name=_tile_name(k), view=True
+        ),  # PyPTO-Pro places groups where they are written: two at one address view one array
     )
     _tiles.note_zn(k, tile_type, group.group.name)
     _tiles.declare_valid(k, tile_type, group.group.name)
