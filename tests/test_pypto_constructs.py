@@ -611,3 +611,25 @@ def test_a_tile_group_at_another_groups_bytes_views_its_slots():
     result = group_views(x, out)
     assert result.ok, result.report()
     np.testing.assert_allclose(out, 2.0 * x, rtol=1e-6)
+
+
+@pl.jit(auto_mutex=False)
+def tail_in_section(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32], out: pl.Tensor[[ROWS, COLS], pl.DT_FP32]):
+    with pl.section_vector():  # a valid-shape tile declared where the section uses it (its slots: reserved ones)
+        t = pl.make_tile(pl.TileType(shape=[ROWS, COLS], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec,
+                                          valid_shape=[-1, -1]), addr=UB_A)  # fmt: skip
+        pl.set_validshape(t, [5, 24])
+        pl.load(t, x, [0, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+        pl.add(t, t, 1.0)
+        _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+        pl.store(out, t, [0, 0])
+
+
+def test_a_valid_shape_tile_declared_in_a_section_covers_its_tail():
+    x = RNG.standard_normal((ROWS, COLS)).astype(np.float32)
+    out = np.zeros_like(x)
+    assert tail_in_section(x, out).ok
+    want = np.zeros_like(x)
+    want[:5, :24] = x[:5, :24] + 1.0
+    np.testing.assert_allclose(out, want, rtol=1e-6)
