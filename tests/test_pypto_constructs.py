@@ -633,3 +633,25 @@ def test_a_valid_shape_tile_declared_in_a_section_covers_its_tail():
     want = np.zeros_like(x)
     want[:5, :24] = x[:5, :24] + 1.0
     np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+@pl.jit(auto_mutex=False)
+def tuple_after_section_loop(x: pl.Tensor[[2 * ROWS, COLS], pl.DT_FP32], out: pl.Tensor[[2 * ROWS, COLS], pl.DT_FP32]):
+    with pl.section_cube():
+        pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0)
+    with pl.section_vector():
+        a = pl.make_tile(_vec(ROWS // 2), addr=UB_A)
+        sub = pl.get_subblock_idx()
+        for _ in pl.range(1):
+            tiles = pl.make_tuple(acc=a)  # read after the loop, in the section's next region (a segment of its own)
+            pl.load(tiles.acc, x, [sub * (ROWS // 2), 0])
+        pl.system.wait_cross_core(pipe=pl.PipeType.MTE3, event_id=0)
+        _sync(pl.PipeType.MTE2, pl.PipeType.MTE3, 0)
+        pl.store(out, tiles.acc, [sub * (ROWS // 2), 0])
+
+
+def test_a_tuple_made_in_a_sections_loop_is_read_in_the_segment_after_it():
+    x = RNG.standard_normal((2 * ROWS, COLS)).astype(np.float32)
+    out = np.zeros_like(x)
+    assert tuple_after_section_loop(x, out).ok
+    np.testing.assert_array_equal(out[:ROWS], x[:ROWS])

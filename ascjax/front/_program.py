@@ -669,15 +669,15 @@ class Program:
                 gate.nested -= 1
             return
         region = gate.enter_loop(n, count)
-        if gate.discover or gate.target[0] == region:
-            index = jnp.int32(0) if gate.discover else gate.index
-            self._depth += 1
-            self._loop_index.append(index)
-            try:
-                body(index)
-            finally:
-                self._depth -= 1
-                self._loop_index.pop()
+        # another region's trace runs the body too, every op off: the names it makes (tiles, tuples) outlive it
+        index = gate.index if not gate.discover and gate.target[0] == region else jnp.int32(0)
+        self._depth += 1
+        self._loop_index.append(index)
+        try:
+            body(index)
+        finally:
+            self._depth -= 1
+            self._loop_index.pop()
         gate.leave_loop()
 
     def _unrolled(self, n: int, body, count, i: int, first: int) -> None:
