@@ -684,7 +684,7 @@ class Program:
         """Iteration ``i`` of a section's inner loop run in line, its issues tagged from ``first`` on: they take
         effect where ``i < count``."""
         self._tag_pos[self._tag_key] = first
-        if self._window:  # the issues of the iteration before first: the emit order sorts within one
+        if self._window:  # the previous iteration's issues: the emit order sorts within one iteration
             self._run_window()
         outer = self._pred
         if count is not None:
