@@ -12,8 +12,9 @@ import numpy as np
 # ``jax.extend.core.take_current_trace`` hands over the trace object but not the classes that say what it is (eager,
 # batching or staging: ``jax.core`` exports only ``Trace``, ``jax.interpreters.batching`` no ``BatchTrace``),
 # ``jax.extend.core.find_top_trace`` needs arguments, and ``unsafe_am_i_under_a_jit/vmap_DO_NOT_USE`` cannot tell a
-# ``grad`` (which stages a jit into a bigger program, refusing compiler options) from eager evaluation. So the
-# private names (checked against JAX 0.10.2), with JAX's options kept everywhere where they are gone.
+# ``grad`` (which stages a jit into a bigger program, refusing compiler options) from eager evaluation, nor can a
+# fresh array (concrete under ``grad`` and ``vmap`` alike, a tracer only under ``jit``). So the private names
+# (checked against JAX 0.10.2), with JAX's options kept everywhere where they are gone.
 try:
     from jax._src.core import EvalTrace as _EvalTrace
     from jax._src.core import trace_ctx as _trace_ctx

@@ -32,15 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jex_core
-
-# JAX's partial evaluation of a jaxpr by known and unknown inputs (what ``jax.linearize`` and the scan's own
-# partial-eval rule use). No public API splits a jaxpr this way: ``jax.linearize`` splits by primal and tangent,
-# ``jax.extend`` exposes no partial evaluation and the public ``jax.interpreters.partial_eval`` only its rule tables
-# (checked against JAX 0.10.2); so the private function, with the plain scan where it is gone.
-try:
-    from jax._src.interpreters.partial_eval import partial_eval_jaxpr_nounits
-except ImportError:  # pragma: no cover - a JAX without it runs every loop as the plain scan
-    partial_eval_jaxpr_nounits = None
+from jax.extend import linear_util as lu
+from jax.interpreters import partial_eval as pe
 
 #: Results of the batched part beyond this many bytes run as the plain scan instead (memory, not speed).
 MAX_BATCHED_BYTES = 256 * 2**20
@@ -117,17 +110,37 @@ def _split(closed, n_leaves: int, n: int, private=None):
 
 
 def _partial_eval(closed, unknowns: list):
-    """``closed`` split by JAX's partial evaluation; None where it cannot split it (the plain scan is exact)."""
-    if partial_eval_jaxpr_nounits is None:
-        return None
+    """``closed`` split by JAX's partial evaluation, as ``_top_level`` splits it (known: known outputs, then
+    residuals; unknown: residuals, then unknown inputs), sub-jaxprs included; None where it cannot split it (the
+    plain scan is exact). Built on the public ``trace_to_jaxpr_nounits``, which partial-evaluates a function by
+    known and unknown inputs."""
+    in_avals = closed.in_avals
+    split = {}
+
+    def known_part(*known_values):
+        values = iter(known_values)
+        pvals = [
+            pe.PartialVal.unknown(a) if u else pe.PartialVal.known(next(values)) for a, u in zip(in_avals, unknowns)
+        ]
+        debug = jex_core.DebugInfo("loop body", "ascjax.engine._lowering", None, None)
+        fun = lu.wrap_init(jex_core.jaxpr_as_fun(closed), debug_info=debug)
+        unknown, out_pvals, residuals = pe.trace_to_jaxpr_nounits(fun, pvals, instantiate=False)
+        split.update(unknown=unknown, out_unknowns=[not p.is_known() for p in out_pvals])
+        return [p.get_known() for p in out_pvals if p.is_known()] + list(residuals)
+
+    known_avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a, u in zip(in_avals, unknowns) if not u]
     try:
-        return partial_eval_jaxpr_nounits(closed, unknowns, instantiate=False)
+        known = jax.make_jaxpr(known_part)(*known_avals)
     except Exception:  # noqa: BLE001 - a primitive partial evaluation cannot split
         return None
+    jaxpr = split["unknown"]
+    residual_vars = list(jaxpr.constvars)  # the residuals become the unknown part's leading inputs
+    unknown = jex_core.ClosedJaxpr(jaxpr.replace(constvars=[], invars=residual_vars + list(jaxpr.invars)), [])
+    return known, unknown, split["out_unknowns"], [v.aval for v in residual_vars]
 
 
 def _top_level(closed, unknowns: list):
-    """``closed`` split as ``partial_eval_jaxpr_nounits`` splits it (known: known outputs, then residuals; unknown:
+    """``closed`` split as ``_partial_eval`` splits it (known: known outputs, then residuals; unknown:
     residuals, then unknown inputs), but only at its top level: an equation is unknown where an input is, and
     every equation keeps its sub-jaxprs as they are. JAX's partial evaluation would also move the loop-invariant
     values of every scan inside out of it (a broadcast zero becomes an array the loop carries), which XLA then
