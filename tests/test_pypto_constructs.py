@@ -184,27 +184,32 @@ def test_a_window_that_runs_past_its_dimension_is_refused():
 M, K, N = 32, 48, 16
 
 
+def _matmul_bt(a, b_t, out, scale=None):
+    """out = a @ b_t.T (scaled by the fixpipe when ``scale`` is given), on the cube: a helper the section calls."""
+    a_mat = pl.make_tile(pl.TileType(shape=[M, K], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat,
+                                     layout=pl.NZ), addr=0x0)  # fmt: skip
+    b_mat = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat,
+                                     layout=pl.ZN), addr=0x8000)  # fmt: skip
+    a_left = pl.make_tile(pl.TileType(shape=[M, K], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Left), addr=0)
+    b_right = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Right,
+                                       layout=pl.ZN), addr=0)  # fmt: skip
+    c = pl.make_tile(pl.TileType(shape=[M, N], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Acc), addr=0)
+    pl.load(a_mat, a, [0, 0])
+    pl.load(b_mat, b_t, [0, 0], order=[1, 0])  # the transpose of b_t lands in the ZN tile
+    _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+    pl.move(a_left, a_mat)
+    pl.move(b_right, b_mat)
+    _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+    pl.matmul(c, a_left, b_right)
+    _sync(pl.PipeType.M, pl.PipeType.FIX, 0)
+    pl.store(out, c, [0, 0], scale=scale)
+
+
 @pl.jit(auto_mutex=False)
 def matmul_bt(a: pl.Tensor[[M, K], pl.DT_FP16], b_t: pl.Tensor[[N, K], pl.DT_FP16],
               out: pl.Tensor[[M, N], pl.DT_FP32]):  # fmt: skip
     with pl.section_cube():
-        a_mat = pl.make_tile(pl.TileType(shape=[M, K], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat,
-                                         layout=pl.NZ), addr=0x0)  # fmt: skip
-        b_mat = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat,
-                                         layout=pl.ZN), addr=0x8000)  # fmt: skip
-        a_left = pl.make_tile(pl.TileType(shape=[M, K], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Left), addr=0)
-        b_right = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Right,
-                                           layout=pl.ZN), addr=0)  # fmt: skip
-        c = pl.make_tile(pl.TileType(shape=[M, N], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Acc), addr=0)
-        pl.load(a_mat, a, [0, 0])
-        pl.load(b_mat, b_t, [0, 0], order=[1, 0])  # the transpose of b_t lands in the ZN tile
-        _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
-        pl.move(a_left, a_mat)
-        pl.move(b_right, b_mat)
-        _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
-        pl.matmul(c, a_left, b_right)
-        _sync(pl.PipeType.M, pl.PipeType.FIX, 0)
-        pl.store(out, c, [0, 0])
+        _matmul_bt(a, b_t, out)
 
 
 def test_a_transposed_load_into_a_zn_mat_tile_feeds_the_matmul_its_transpose():
@@ -471,22 +476,7 @@ def test_a_tile_overlapping_part_of_another_is_refused():
 def quantised(a: pl.Tensor[[M, K], pl.DT_FP16], b_t: pl.Tensor[[N, K], pl.DT_FP16],
               out: pl.Tensor[[M, N], pl.DT_INT8], scale: pl.DT_INT32):  # fmt: skip
     with pl.section_cube():
-        a_mat = pl.make_tile(pl.TileType(shape=[M, K], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat), addr=0x0)
-        b_mat = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat,
-                                         layout=pl.ZN), addr=0x8000)  # fmt: skip
-        a_left = pl.make_tile(pl.TileType(shape=[M, K], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Left), addr=0)
-        b_right = pl.make_tile(pl.TileType(shape=[K, N], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Right,
-                                           layout=pl.ZN), addr=0)  # fmt: skip
-        c = pl.make_tile(pl.TileType(shape=[M, N], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Acc), addr=0)
-        pl.load(a_mat, a, [0, 0])
-        pl.load(b_mat, b_t, [0, 0], order=[1, 0])
-        _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
-        pl.move(a_left, a_mat)
-        pl.move(b_right, b_mat)
-        _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
-        pl.matmul(c, a_left, b_right)
-        _sync(pl.PipeType.M, pl.PipeType.FIX, 0)
-        pl.store(out, c, [0, 0], scale=scale)
+        _matmul_bt(a, b_t, out, scale)
 
 
 def test_an_integer_per_tensor_scale_is_the_float32_bits_the_register_holds():
