@@ -351,6 +351,26 @@ def test_merge_compares_granules_and_atomic_with_plain():
     assert bool(rec.overlap) and int(rec.element) == 16 + 3
 
 
+def test_blocks_storing_the_same_bits_to_the_same_elements_agree_and_any_difference_races():
+    init = np.zeros((2, 16), np.float32)
+    same = [(0, slice(None), 3.0, False)]
+    merged, rec = _merge(init, [same, [], same, same])  # three blocks store the same row: it ends the same
+    assert int(rec.code) == V.OK
+    np.testing.assert_array_equal(merged, [[3.0] * 16, [0.0] * 16])
+    merged, rec = _merge(init, [[(0, slice(None), np.nan, False)]] * 2)  # NaN holds the same bits as NaN
+    assert int(rec.code) == V.OK and np.isnan(merged[0]).all()
+    races = {  # what makes the same region a race: (block a, block b, granule)
+        "a value differs": ([same, [(0, slice(None), 3.0, False), (0, slice(9, 10), 4.0, False)]], 1),
+        "-0.0 is not 0.0": ([[(0, slice(None), 0.0, False)], [(0, slice(None), -0.0, False)]], 0),
+        "fewer elements of a granule": ([same, [(0, slice(0, 4), 3.0, False)]], 0),
+        "an atomic add": ([same, [(0, slice(None), 3.0, True)]], 0),
+    }
+    for why, (writes, granule) in races.items():
+        _, rec = _merge(init, writes)
+        assert int(rec.code) == V.RACE and int(rec.granule) == granule, why
+        assert (int(rec.block_a), int(rec.block_b)) == (0, 1), why
+
+
 def test_launch_cycles_run_blocks_in_waves():
     assert float(launch_cycles(np.array([10.0, 20.0, 30.0]), 2)) == 40.0  # core 0: blocks 0 and 2
     assert float(launch_cycles(np.array([10.0, 20.0, 30.0]), 24)) == 30.0

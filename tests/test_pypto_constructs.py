@@ -12,6 +12,7 @@ import pytest
 
 import ascjax.pypto_pro.language as pl
 from ascjax.front.pypto import UnsupportedConstruct
+from ascjax.pypto_pro.parser_errors import ParserSyntaxError
 from ascjax.pypto_pro.runtime.tilingkey import TilingKeyError, TilingKeyField
 
 RNG = np.random.default_rng(11)
@@ -645,3 +646,85 @@ def test_a_tuple_made_in_a_sections_loop_is_read_in_the_segment_after_it():
     out = np.zeros_like(x)
     assert tuple_after_section_loop(x, out).ok
     np.testing.assert_array_equal(out[:ROWS], x[:ROWS])
+
+
+# -- membership, the bias row, store order ------------------------------------------------------
+@pl.jit(auto_mutex=False)
+def membership(out: pl.Tensor[[4, 8], pl.DT_INT32]):
+    with pl.section_vector():
+        for i in pl.range(0, 8):
+            out[0, i] = 1 if i in (1, 4) else 0
+            out[1, i] = 1 if i in pl.range(2, 8, 3) else 0
+            out[2, i] = 1 if i in pl.range(6, 0, -2) else 0
+            if i not in (0, 7):
+                out[3, i] = 1
+            else:
+                out[3, i] = 0
+
+
+def test_in_compares_a_run_time_index_with_each_item_or_the_range_it_names():
+    out = np.full((4, 8), -1, np.int32)
+    result = membership(out)
+    assert result.ok, result.report()
+    expect = np.zeros((4, 8), np.int32)
+    expect[0, [1, 4]] = 1
+    expect[1, list(range(2, 8, 3))] = 1
+    expect[2, list(range(6, 0, -2))] = 1
+    expect[3, 1:7] = 1
+    np.testing.assert_array_equal(out, expect)
+
+
+BIAS_N = 32
+
+
+def _current(shape, dtype, memory, addr, mutex_id):
+    group = pl.make_tile_group(type=pl.TileType(shape=shape, dtype=dtype, target_memory=memory), addrs=addr,
+                               mutex_ids=[mutex_id])  # fmt: skip
+    return group.current()
+
+
+@pl.jit(auto_mutex=True)
+def matmul_bias_row(a: pl.Tensor[[16, 32], pl.DT_FP16], b: pl.Tensor[[32, BIAS_N], pl.DT_FP16],
+                    bias: pl.Tensor[[1, BIAS_N], pl.DT_FP16], c: pl.Tensor[[16, BIAS_N], pl.DT_FP32]):  # fmt: skip
+    with pl.section_cube():
+        a_mat = _current([16, 32], pl.DT_FP16, pl.MemorySpace.Mat, 0x0, 0)
+        b_mat = _current([32, BIAS_N], pl.DT_FP16, pl.MemorySpace.Mat, 0x2000, 1)
+        bias_mat = _current([1, BIAS_N], pl.DT_FP16, pl.MemorySpace.Mat, 0x4000, 2)  # a row: default NZ is ND
+        left = _current([16, 32], pl.DT_FP16, pl.MemorySpace.Left, 0x0, 3)
+        right = _current([32, BIAS_N], pl.DT_FP16, pl.MemorySpace.Right, 0x0, 4)
+        bias_bt = _current([1, BIAS_N], pl.DT_FP32, pl.MemorySpace.Bias, 0x0, 5)
+        acc = _current([16, BIAS_N], pl.DT_FP32, pl.MemorySpace.Acc, 0x0, 6)
+        pl.load(a_mat, a, [0, 0])
+        pl.load(b_mat, b, [0, 0])
+        pl.load(bias_mat, bias, [0, 0])
+        pl.move(left, a_mat)
+        pl.move(right, b_mat)
+        pl.move(bias_bt, bias_mat)
+        pl.matmul(acc, left, right, bias_bt)
+        pl.store(c, acc, [0, 0])
+
+
+def test_a_one_row_mat_tile_of_the_default_layout_feeds_the_bias_table():
+    a, b = (RNG.standard_normal(s).astype(np.float16) for s in ((16, 32), (32, BIAS_N)))
+    bias = RNG.standard_normal((1, BIAS_N)).astype(np.float16)
+    out = np.zeros((16, BIAS_N), np.float32)
+    result = matmul_bias_row(a, b, bias, out)
+    assert result.ok, result.report()
+    expect = a.astype(np.float32) @ b.astype(np.float32) + bias.astype(np.float32)
+    np.testing.assert_allclose(out, expect, rtol=2e-3, atol=2e-3)
+
+
+@pl.jit(auto_mutex=False)
+def store_descending(out: pl.Tensor[[16, 16], pl.DT_FP32]):
+    with pl.section_cube():
+        acc = pl.make_tile(pl.TileType(shape=[16, 16], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Acc), addr=0)
+        pl.store(out, acc, [0, 0], order=[1, 0])
+
+
+def test_a_store_in_descending_order_is_a_parse_error_naming_the_rule_and_line():
+    line = store_descending.__wrapped__.__code__.co_firstlineno + 4
+    with pytest.raises(
+        ParserSyntaxError, match=rf"rule 'order'.*ascending.*order=\[1, 0\].*test_pypto_constructs.py:{line}"
+    ):
+        store_descending(np.zeros((16, 16), np.float32))
+    assert issubclass(ParserSyntaxError, ValueError) and issubclass(ParserSyntaxError, TypeError)

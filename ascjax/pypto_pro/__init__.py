@@ -3,6 +3,7 @@ emulator (``python -m ascjax pypto FILE`` maps the module name ``pypto_pro`` her
 
 from . import framework as framework
 from . import language as language
+from . import parser_errors as parser_errors
 from . import runtime as runtime
 from ._jit import JitKernel as JitKernel
 from ._jit import jit as jit

@@ -22,6 +22,7 @@ from ..front.pypto._gm_tensor import GM_CONTENTS, GM_WRITES, view_2d
 from ..front.pypto._types import DYNAMIC, dtype_name
 from ..front.pypto.language import AUTO_MUTEX
 from ..runner import launch, run
+from .parser_errors import ParserError, ParserSyntaxError
 from .runtime.tilingkey import TilingKeyError, TilingKeySchema
 
 #: where set (a list), every kernel call appends ``(kernel name, result)``: a test runner reports the verdicts
@@ -183,6 +184,10 @@ class JitKernel:
             try:  # one recording with every tensor writable tells which ones the kernel stores to
                 block = None if block_dim is None else {"block_idx": np.int32(0), "block_num": block_dim}
                 record_kernel(kernel, {}, views, chip=self.chip, block=block)
+            except (ValueError, TypeError) as exc:  # a check refused the kernel as it was read: a parse error
+                if isinstance(exc, ParserError):
+                    raise
+                raise ParserSyntaxError(str(exc)) from exc
             finally:
                 GM_WRITES.reset(token)
                 GM_CONTENTS.reset(contents)

@@ -14,8 +14,10 @@ launch holds one copy of GM plus the blocks' write marks, not ``block_dim`` copi
 - an element one block wrote takes that block's value;
 - an element several blocks wrote only by atomic adds takes the initial value plus every
   block's contribution (``pl.store(..., atomic=pl.AtomicType.AtomicAdd)``);
+- an element several blocks stored plainly with the same bits takes that value;
 - a GM granule (``Options.gm_granule_bytes``) that two blocks write, one of them with a
-  plain store, is a RACE: the result depends on which write lands last.
+  plain store, is a RACE (the result depends on which write lands last), unless every writer
+  stored the same elements of it, plainly, with the same bits.
 
 The blocks share the chip's GM bandwidth: where at their own rates they ask for more than it has, their
 control planes run again with their GM transfers priced at the share they get (``_bandwidth``).
@@ -97,19 +99,36 @@ def _granule_elements(tensor, granule_bytes: int) -> int:
     return _per_granule(dtypes.bits(jnp.dtype(tensor.dtype).name), granule_bytes)
 
 
+#: the most blocks one element's writer count holds (a launch's block_dim is below it)
+_WRITERS_MAX = np.iinfo(np.uint16).max
+
+
 def _start(init):
-    """The merge of one output before any block: (first writer's value, sum of deltas, writers capped at 2)."""
-    return init, jnp.zeros_like(init), jnp.zeros(init.shape, jnp.uint8)
+    """The merge of one output before any block, per element: (first writer's value, sum of deltas, writers,
+    whether an atomic add wrote it, whether a writer's value differs from the first writer's)."""
+    no = jnp.zeros(init.shape, bool)
+    return init, jnp.zeros_like(init), jnp.zeros(init.shape, jnp.uint16), no, no
+
+
+def _same_bits(a, b):
+    """Element-wise: do ``a`` and ``b`` hold the same bits (NaN equals NaN, -0.0 differs from 0.0)?"""
+    bits = dtypes.bits(jnp.dtype(a.dtype).name)
+    if jnp.issubdtype(a.dtype, jnp.floating) and bits in (8, 16, 32, 64):
+        unsigned = jnp.dtype(f"uint{bits}")
+        return jax.lax.bitcast_convert_type(a, unsigned) == jax.lax.bitcast_convert_type(b, unsigned)
+    return a == b
 
 
 def _add(acc, init, value, marks):
     """Fold one block's copy of an output (and its write marks) into the merge: one pass, element-wise."""
-    single, delta, count = acc
+    single, delta, count, atomic, differs = acc
     wrote = marks != 0
+    differs = differs | (wrote & (count > 0) & ~_same_bits(value, single))
     single = jnp.where(wrote & (count == 0), value, single)
     delta = delta + jnp.where(wrote, value - init, jnp.zeros_like(value))
-    count = jnp.minimum(count + wrote.astype(jnp.uint8), jnp.uint8(2))
-    return single, delta, count
+    count = jnp.minimum(count + wrote.astype(jnp.uint16), jnp.uint16(_WRITERS_MAX))
+    atomic = atomic | (wrote & ((marks & GM_PLAIN) != marks))
+    return single, delta, count, atomic, differs
 
 
 def _granules(marks, per: int):
@@ -128,13 +147,18 @@ def _merge_one(init, acc, any_w, any_p, marks, per: int):
     """Finish one output's merge: (merged tensor, race?, granule, element, block a, block b, plain a, plain b, overlap).
 
     ``any_w`` / ``any_p`` (blocks, granules) summarise the stacked ``marks``; those are read only
-    for the two blocks of the first racy granule.
+    for the two blocks of the first racy granule. Blocks that all store the same elements of a granule with the
+    same bits, plainly, agree: the granule ends the same whichever lands last, so that is no race.
     """
-    single, delta, count = acc
+    single, delta, count, atomic, differs = acc
     added = (init + delta).astype(init.dtype)
-    merged = jnp.where(count == 0, init, jnp.where(count == 1, single, added))
+    merged = jnp.where(count == 0, init, jnp.where((count >= 2) & atomic, added, single))
     n_blocks = any_w.shape[0]
-    racy = (jnp.sum(any_w, axis=0) >= 2) & jnp.any(any_p, axis=0)
+    writers = jnp.sum(any_w, axis=0)
+    counts = _granules(count, per).astype(writers.dtype)
+    agree = jnp.all((counts == 0) | (counts == writers[:, None]), axis=1)
+    agree = agree & ~jnp.any(_granules(atomic | differs, per), axis=1)
+    racy = (writers >= 2) & jnp.any(any_p, axis=0) & ~agree
     g = jnp.argmax(racy)
     blocks = jnp.arange(n_blocks)
     a = jnp.argmax(any_p[:, g])  # the lowest block that stores plainly

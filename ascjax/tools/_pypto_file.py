@@ -25,6 +25,14 @@ ALIASES = {
     "pypto_pro.runtime": pypto_pro.runtime,
     "pypto_pro.runtime.tilingkey": pypto_pro.runtime.tilingkey,
     "pypto": pypto_pro.framework,
+    **dict.fromkeys(  # a test file imports the parser's errors by their module
+        (
+            "pypto_pro.language.parser",
+            "pypto_pro.language.parser.diagnostics",
+            "pypto_pro.language.parser.diagnostics._exceptions",
+        ),
+        pypto_pro.parser_errors,
+    ),  # fmt: skip
 }
 
 

@@ -380,6 +380,27 @@ class Runtime:
         return jnp.logical_not(value) if traced(value) else not value
 
     @staticmethod
+    def contains(container, item):
+        """``item in container``: for a traced ``item``, whether it equals one of the items or lies on the range."""
+        if isinstance(container, RangeSpec):
+            start, stop, step = container.start, container.stop, container.step
+            if not any(traced(v) for v in (item, start, stop, step)):
+                return item in builtins.range(start, stop, step)
+            if not traced(step) and step == 0:
+                raise ValueError("rule 'pl.range': step is 0")
+            inside = jnp.where(step > 0, (start <= item) & (item < stop), (stop < item) & (item <= start))
+            return inside & ((item - start) % step == 0)
+        if not traced(item):
+            return item in container
+        items = list(container)
+        if not all(carried.kind_of(v) is not None for v in items):
+            raise UnsupportedConstruct(
+                f"rule 'traced index': a run-time value is looked up ('in') among {len(items)} items that are not "
+                "all scalars: ascjax compares a run-time value with scalars"
+            )
+        return functools.reduce(jnp.logical_or, (item == v for v in items), jnp.bool_(False))
+
+    @staticmethod
     def _fold(python, combine, args, kwargs):
         """Builtin ``min`` / ``max``, or ``combine`` folded over traced scalars."""
         values = args[0] if len(args) == 1 else args

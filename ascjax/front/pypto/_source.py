@@ -8,7 +8,8 @@ front end's runtime (``_runtime.Runtime``) that keeps the written form's meaning
 - ``if`` on a traced scalar records both arms, each where it is taken; on a static value, Python's ``if``;
 - names a loop or branch rebinds ride in carried-value slots (``ascjax.front._carried``), declared before the
   kernel's first op;
-- ``a if c else b``, ``and``, ``or`` and ``not`` on traced scalars select rather than branch;
+- ``a if c else b``, ``and``, ``or`` and ``not`` on traced scalars select rather than branch, and ``x in c``
+  compares a traced ``x`` with each item of ``c`` (or with a ``pl.range``'s bounds and step);
 - ``while``, ``break``, ``continue`` and an early ``return`` run as Python while what decides them is static
   (a ``pl.range`` loop with static bounds whose body jumps is unrolled); one a traced value decides is refused.
 
@@ -137,6 +138,16 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(node.op, ast.Not):
             return ast.copy_location(ast.Call(self._runtime("not_"), [node.operand], []), node)
         return node
+
+    def visit_Compare(self, node: ast.Compare):
+        """``x in c`` / ``x not in c``: a run-time ``x`` is compared with each item (or the range's bounds)."""
+        node = self.generic_visit(node)
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return node
+        call = ast.Call(self._runtime("contains"), [node.comparators[0], node.left], [])
+        if isinstance(node.ops[0], ast.NotIn):
+            call = ast.Call(self._runtime("not_"), [call], [])
+        return ast.copy_location(call, node)
 
     def visit_Subscript(self, node: ast.Subscript):
         node = self.generic_visit(node)

@@ -171,6 +171,8 @@ class TileType:
     @property
     def format(self) -> Format | None:
         """The tile's format in ascjax's terms (None: the buffer's default)."""
+        if self.buffer is Buffer.L1 and self.shape[0] == 1 and self.layout in (None, TensorLayout.NZ):
+            return Format.ND  # one NZ row (a bias row): fractal k holds columns 16k.., the same bytes as ND
         if self.layout is None:
             return None
         if self.layout is TensorLayout.DN and 1 in self.shape:  # one row or column: the same bytes as ND

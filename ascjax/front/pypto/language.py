@@ -210,6 +210,11 @@ def _order(order, what: str, tensor, tile) -> None:
     """Check ``order``, the tensor dimensions a tile's rows and columns run along: the last two in order
     (row-major), or reversed into a ZN Mat tile (a transposed load, which lands the transpose's Nz image)."""
     rank = len(tensor.shape) if isinstance(tensor, GmTensor) else 2
+    if what == "store" and order is not None and list(order) != sorted(order):
+        raise ValueError(
+            f"rule 'order': pl.store's order must be ascending (a store writes the tile's rows and columns along "
+            f"the tensor's dimensions in their order; only a load transposes), got order={list(order)}"
+        )
     straight = [builtins.max(rank - 2, 0), rank - 1][-builtins.min(rank, 2) :]
     transposed = order is not None and rank >= 2 and list(order) == straight[::-1]
     if _tiles.is_zn(tile):
