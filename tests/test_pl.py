@@ -204,7 +204,7 @@ def _trace(variant):
     "variant, pattern",
     [
         ("load_l0a", r"pl.load writes Mat \(L1\) or Vec \(UB\) tiles"),
-        ("store_phase", r"phase, scale and relu apply to a store out of L0C \(the fixpipe\), not from UB"),
+        ("store_phase", r"phase, scale, relu and quant_mode apply to a store out of L0C \(the fixpipe\), not from UB"),
         ("max_dim", r"pl reductions take dim=0 \(along rows, to \[rows, 1\]\) or dim=1 .*got dim=2"),
         ("sum_dim", r"rule 'column reduction': col_sum of .* gives a \[1, 16\] tile, got `col`"),
         (

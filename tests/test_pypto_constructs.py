@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import ascjax as aj
 import ascjax.pypto_pro.language as pl
+from ascjax.core.formats import hifloat8
 from ascjax.front.pypto import UnsupportedConstruct
 from ascjax.pypto_pro.parser_errors import ParserSyntaxError
 from ascjax.pypto_pro.runtime.tilingkey import TilingKeyError, TilingKeyField
@@ -728,3 +730,125 @@ def test_a_store_in_descending_order_is_a_parse_error_naming_the_rule_and_line()
     ):
         store_descending(np.zeros((16, 16), np.float32))
     assert issubclass(ParserSyntaxError, ValueError) and issubclass(ParserSyntaxError, TypeError)
+
+
+HF8_T = 32
+
+
+@pl.jit(auto_mutex=True)
+def matmul_to_hf8(a: pl.Tensor[[HF8_T, HF8_T], pl.DT_FP32], b: pl.Tensor[[HF8_T, HF8_T], pl.DT_FP32],
+                  out: pl.Tensor[[HF8_T, HF8_T], pl.DT_HF8]):  # fmt: skip
+    with pl.section_cube():
+        a_mat = _current([HF8_T, HF8_T], pl.DT_FP32, pl.MemorySpace.Mat, 0x0, 0)
+        b_mat = _current([HF8_T, HF8_T], pl.DT_FP32, pl.MemorySpace.Mat, 0x8000, 1)
+        left = _current([HF8_T, HF8_T], pl.DT_FP32, pl.MemorySpace.Left, 0x0, 2)
+        right = _current([HF8_T, HF8_T], pl.DT_FP32, pl.MemorySpace.Right, 0x0, 3)
+        acc = _current([HF8_T, HF8_T], pl.DT_FP32, pl.MemorySpace.Acc, 0x0, 4)
+        pl.load(a_mat, a, [0, 0])
+        pl.load(b_mat, b, [0, 0])
+        pl.move(left, a_mat)
+        pl.move(right, b_mat)
+        pl.matmul(acc, left, right)
+        pl.store(out, acc, [0, 0], scale=1.0)
+
+
+def test_a_store_into_a_dt_hf8_tensor_writes_hifloat8_codes_of_the_product():
+    """GM holds HiFloat8 as uint8 codes: the declared pl.DT_HF8, not the array's uint8, picks the fixpipe's mode."""
+    a, b = (RNG.standard_normal((HF8_T, HF8_T)).astype(np.float32) for _ in range(2))
+    out = np.zeros((HF8_T, HF8_T), np.uint8)
+    result = matmul_to_hf8(a, b, out)
+    assert result.ok, result.report()
+    expect = np.asarray(hifloat8.encode(a.astype(np.float64) @ b.astype(np.float64)))  # ties may round apart
+    assert np.mean(out == expect) >= 0.98
+    np.testing.assert_allclose(np.asarray(hifloat8.decode(out)), a @ b, rtol=0.13, atol=2e-3)
+
+
+@pl.jit(auto_mutex=False)
+def five_deep(out: pl.Tensor[[1, 8], pl.DT_INT32]):
+    with pl.section_vector():
+        for a in pl.range(0, 2):
+            for b in pl.range(0, 2):
+                for c in pl.range(0, 2):
+                    for d in pl.range(0, 2):
+                        for e in pl.range(0, 2):
+                            out[0, 0] = a + b + c + d + e
+
+
+def test_a_fifth_nested_loop_is_refused_naming_the_rule_and_line():
+    line = five_deep.__wrapped__.__code__.co_firstlineno + 8  # the first line of the fifth loop
+    with pytest.raises(NotImplementedError, match=rf"rule 'loop depth'.*loop 5.*test_pypto_constructs.py:{line}"):
+        five_deep(np.zeros((1, 8), np.int32))
+
+
+# -- a run-time tail split between the AIVs --------------------------------------------------------
+DUAL_M, DUAL_K, DUAL_N = 32, 16, 32
+
+
+def _tile(shape, dtype, memory, addr, valid=None):
+    return pl.make_tile(pl.TileType(shape=shape, dtype=dtype, target_memory=memory, valid_shape=valid), addr=addr)
+
+
+def _dual_split_m(overlap: int):
+    """The cube moves a run-time ``sizes[0, 0]``-row tail of its product to both AIVs (DualModeSplitM); AIV0 stores
+    its ceil(m / 2) rows at row 0, AIV1 its floor(m / 2) at row ceil(m / 2) - ``overlap``."""
+
+    @pl.jit(auto_mutex=False)
+    def dual_tail(a: pl.Tensor[[DUAL_M, DUAL_K], pl.DT_FP16], b: pl.Tensor[[DUAL_K, DUAL_N], pl.DT_FP16],
+                  sizes: pl.Tensor[[1, 8], pl.DT_INT32], out: pl.Tensor[[DUAL_M, DUAL_N], pl.DT_FP32]):  # fmt: skip
+        a_mat = _tile([DUAL_M, DUAL_K], pl.DT_FP16, pl.MemorySpace.Mat, 0x0)
+        b_mat = _tile([DUAL_K, DUAL_N], pl.DT_FP16, pl.MemorySpace.Mat, 0x4000)
+        left = _tile([DUAL_M, DUAL_K], pl.DT_FP16, pl.MemorySpace.Left, 0x0)
+        right = _tile([DUAL_K, DUAL_N], pl.DT_FP16, pl.MemorySpace.Right, 0x0)
+        acc = _tile([DUAL_M, DUAL_N], pl.DT_FP32, pl.MemorySpace.Acc, 0x0, [-1, -1])
+        vec = _tile([DUAL_M // 2, DUAL_N], pl.DT_FP32, pl.MemorySpace.Vec, 0x0, [-1, -1])
+        m = sizes[0, 0]
+        top = (m + 1) // 2
+        with pl.section_cube():
+            pl.load(a_mat, a, [0, 0])
+            pl.load(b_mat, b, [0, 0])
+            _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+            pl.move(left, a_mat)
+            pl.move(right, b_mat)
+            _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+            pl.set_validshape(acc, [m, DUAL_N])
+            pl.matmul(acc, left, right)
+            pl.move(vec, acc, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM)
+            pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0)
+        with pl.section_vector():
+            pl.system.wait_cross_core(pipe=pl.PipeType.MTE3, event_id=0)
+            if pl.get_subblock_idx() == 0:
+                pl.set_validshape(vec, [top, DUAL_N])
+                pl.store(out, vec, [0, 0])
+            else:
+                pl.set_validshape(vec, [m - top, DUAL_N])
+                pl.store(out, vec, [top - overlap, 0])
+
+    return dual_tail
+
+
+DUAL_TAIL, DUAL_TAIL_OVERLAPPING = _dual_split_m(0), _dual_split_m(1)
+
+
+@pytest.mark.parametrize("m", [17, 32, 3])
+def test_a_run_time_tail_splits_between_the_aivs_and_their_adjacent_stores_do_not_race(m):
+    a, b = (
+        RNG.standard_normal((DUAL_M, DUAL_K)).astype(np.float16),
+        RNG.standard_normal((DUAL_K, DUAL_N)).astype(np.float16),
+    )
+    sizes = np.zeros((1, 8), np.int32)
+    sizes[0, 0] = m
+    out = np.full((DUAL_M, DUAL_N), -1.0, np.float32)
+    result = DUAL_TAIL(a, b, sizes, out)
+    assert result.ok, result.report()
+    expect = np.full((DUAL_M, DUAL_N), -1.0, np.float32)
+    expect[:m] = (a.astype(np.float32) @ b.astype(np.float32))[:m]
+    np.testing.assert_allclose(out, expect, rtol=1e-3, atol=1e-3)
+
+
+def test_two_aivs_storing_overlapping_run_time_tails_race():
+    sizes = np.zeros((1, 8), np.int32)
+    sizes[0, 0] = 17
+    a, b = np.ones((DUAL_M, DUAL_K), np.float16), np.ones((DUAL_K, DUAL_N), np.float16)
+    result = DUAL_TAIL_OVERLAPPING(a, b, sizes, np.zeros((DUAL_M, DUAL_N), np.float32))
+    assert result.report().verdict is aj.Verdict.RACE
+    assert "GM:out" in result.report().message

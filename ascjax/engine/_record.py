@@ -86,7 +86,8 @@ class Space:
 @dataclasses.dataclass(frozen=True)
 class Window:
     """An access that moves inside ``[lo, hi)`` of ``space``: ``units`` units of ``unit_bytes`` from unit
-    ``start`` (an int or traced) of that range, e.g. the rows a GM window at a traced row offset touches."""
+    ``start`` (an int or traced) of that range, e.g. the rows a GM window at a traced row offset touches.
+    ``length`` (traced, at most ``units``): of those, only the first ``length`` (a run-time tail's rows)."""
 
     space: int
     lo: int
@@ -95,6 +96,7 @@ class Window:
     start: object
     units: int
     when: object = True
+    length: object = None
 
 
 @dataclasses.dataclass
@@ -105,6 +107,7 @@ class _Access:
     write: bool
     when: object = True  # the access happens (a bool, or an array: an mmad's accumulate read)
     window: tuple[int, int] | None = None  # (unit bytes, units) of a Window
+    length: object = None  # a Window's traced length in units (None: all of its units)
 
     @property
     def traced(self) -> bool:
@@ -450,7 +453,13 @@ class RecordBuilder:
             if isinstance(start, (int, np.integer)) and not 0 <= int(start) <= total - spec.units:
                 raise ValueError(f"{name} starts a {spec.units}-unit window at unit {int(start)} of {total}")
             return _Access(
-                spec.space, ((spec.lo, spec.hi),), start, write, spec.when, window=(spec.unit_bytes, spec.units)
+                spec.space,
+                ((spec.lo, spec.hi),),
+                start,
+                write,
+                spec.when,
+                window=(spec.unit_bytes, spec.units),
+                length=spec.length,
             )
         if len(spec) == 2:
             space, rng = spec
@@ -646,6 +655,8 @@ def _dynamic(e: _Entry) -> dict:
             out[f"choice:{j}"] = jnp.asarray(a.choice, jnp.int32)
         if not isinstance(a.when, bool):
             out[f"when:{j}"] = jnp.asarray(a.when, bool)
+        if a.length is not None:
+            out[f"length:{j}"] = jnp.asarray(a.length, jnp.int32)
     return out
 
 
@@ -657,6 +668,8 @@ def _set_dynamic(e: _Entry, values: dict) -> None:
             e.operands[name] = v
         elif kind == "choice":
             e.accesses[int(name)].choice = v
+        elif kind == "length":
+            e.accesses[int(name)].length = v
         else:
             e.accesses[int(name)].when = v
 
@@ -893,7 +906,11 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
             is_win = np.asarray(windowed)[layout.entry]
             start = layout.gather([a.choice if w else 0 for a, w in zip(at, windowed)], jnp.int32)
             units = np.asarray([a.window[1] if w else 0 for a, w in zip(at, windowed)])[layout.entry]
-            xp = array_module(start, lo, ok)
+            if any(w and a.length is not None for a, w in zip(at, windowed)):  # a run-time tail: fewer units
+                lengths = [a.length if w and a.length is not None else (a.window[1] if w else 0)
+                           for a, w in zip(at, windowed)]  # fmt: skip
+                units = jnp.clip(layout.gather(lengths, jnp.int32), 0, units)
+            xp = array_module(start, lo, ok, units)
             inside = (start >= 0) & (start + units <= hi - lo)
             ok = xp.where(is_win, inside, ok)
             lo, hi = xp.where(is_win, lo + start, lo), xp.where(is_win, lo + start + units, hi)

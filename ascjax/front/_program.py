@@ -601,7 +601,10 @@ class Program:
                 f"estimated {ITERATION_US_ESTIMATE} us each): emulate a smaller problem of the same shape"
             )
         if self._depth >= MAX_LOOP_DEPTH:
-            raise ValueError(f"loops nest at most {MAX_LOOP_DEPTH} deep")
+            raise NotImplementedError(
+                f"rule 'loop depth': ascjax records loops nested at most {MAX_LOOP_DEPTH} deep, and this one is "
+                f"loop {self._depth + 1}: unroll a loop of static trip count (a Python for) or merge two loops"
+            )
         value = None if count is None else static_int(count)
         if value is not None and not 0 <= value <= n:
             raise ValueError(f"rule 'trip count': count = {value} is outside [0, {n}], the loop's static maximum")

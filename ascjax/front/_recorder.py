@@ -19,6 +19,7 @@ from ..core import AIC, AIV0, BOUNDS_TRIP_COUNT, Buffer, Finding, Format, InstrK
 from ..core._chip import Chip
 from ..core._memory import Tile
 from ..engine import GM_SPACE_PREFIX, Costs, Fault, RecordBuilder, Sync, UnitFlagRole, Window, default_costs
+from ..isa.ops._machine import static_int
 from ..isa.ops.fixpipe import set_mmad_direction
 from ..isa.ops.ub_move import AccToVecMode, split
 from ..isa.ops.unit_flag import mode_value
@@ -205,13 +206,15 @@ class Recorder:
             return (space, (0, size))  # not a row-major matrix window: the whole tensor
         row = a.get("row", a.get("dst_row", (a.get("offsets") or (0,))[0]))
         rows = a.get("rows") if a.get("rows") is not None else a.get("m")
-        traced_rows = rows is not None and not isinstance(rows, (int, np.integer))
-        rows = tile.rows if rows is None or traced_rows else int(rows)
+        length = rows if rows is not None and not isinstance(rows, (int, np.integer)) else None
+        rows = tile.rows if rows is None or length is not None else int(rows)
         rows = min(rows, shape[0])
         row = jnp.asarray(row, jnp.int32)
-        if traced_rows:  # a tail: the tile's rows, kept inside the tensor, cover the region's
-            row = jnp.minimum(row, shape[0] - rows)
-        return Window(space, 0, size, shape[1] * itemsize, row, rows)
+        if length is None:
+            return Window(space, 0, size, shape[1] * itemsize, row, rows)
+        # a run-time tail: its rows from the row (at most the tile's)
+        length = jnp.clip(jnp.asarray(length, jnp.int32), 0, rows)
+        return Window(space, 0, size, shape[1] * itemsize, row, rows, length=length)
 
     def _region_specs(self, tile: Tile, core: int, region) -> list:
         """The access specs of a static (row0, rows, col0, cols) region of ``tile``: its rows of an ND tile, one
@@ -332,10 +335,13 @@ def _candidates(tile: Tile):
 
 
 def _receivers(a: dict, l0c: Tile | None) -> tuple[int, ...]:
-    """The AIVs a move out of L0C delivers a part to."""
+    """The AIVs a move out of L0C delivers a part to (for a run-time region: those its largest, the whole tile,
+    reaches; an AIV whose part is empty as it runs is still recorded as written)."""
     mode = AccToVecMode(a.get("acc_to_vec_mode", AccToVecMode.SingleModeVec0))
     m = a.get("m") if a.get("m") is not None else l0c.rows
     n = a.get("n") if a.get("n") is not None else l0c.cols
+    if static_int(m) is None or static_int(n) is None:
+        m, n = l0c.rows, l0c.cols
     return tuple(sub for sub, (_, rows, _, cols) in enumerate(split(mode, m, n)) if rows and cols)
 
 

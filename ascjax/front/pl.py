@@ -212,20 +212,12 @@ def _whole(valid, tile) -> bool:
     return static and tuple(int(v) for v in valid) == (tile.rows, tile.cols)
 
 
-def _l0c_region(valid, src, mode) -> dict:
-    """The ``m`` / ``n`` of a move out of L0C for ``src``'s valid region: static ones as given; a run-time region
-    moves the whole tile in a single mode (its valid part lands where the region's would), and is refused in a
-    dual mode, whose split would divide it differently."""
+def _l0c_region(valid, src) -> dict:
+    """The ``m`` / ``n`` of a move out of L0C for ``src``'s valid region (run-time values allowed: the split of a
+    dual mode then divides the region as it runs)."""
     if valid is None or _whole(valid, src):
         return {}
-    if all(isinstance(v, (int, np.integer)) for v in valid):
-        return {"m": valid[0], "n": valid[1]}
-    if AccToVecMode(mode) in (AccToVecMode.DualModeSplitM, AccToVecMode.DualModeSplitN):
-        raise NotImplementedError(
-            f"rule 'valid shape': pl.move of {src} with a run-time valid shape in {AccToVecMode(mode).name} is not "
-            "modelled (the split divides the valid region); use a single mode or a static valid shape"
-        )
-    return {}
+    return {"m": valid[0], "n": valid[1]}
 
 
 def _sizes(valid, tile) -> dict:
@@ -244,11 +236,13 @@ def load(dst, src: str, offsets=(0, 0), *, valid=None):
     getattr(k, instr.name)(dst, src, row=row, col=col, **_sizes(valid, dst))
 
 
-def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None, valid=None):
+def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None, valid=None,
+          quant_mode=None):  # fmt: skip
     """L0C -> GM (FIX, Nz -> ND, ``phase`` = STPhase, ``scale`` = quantisation) or UB -> GM (MTE3).
 
     ``atomic=AtomicType.AtomicAdd`` (or True) adds to GM instead of overwriting it; ``valid`` (rows, cols): only
-    that top-left region of ``src`` (a tail).
+    that top-left region of ``src`` (a tail); ``quant_mode`` names the fixpipe's mode where the GM dtype does not
+    (``"QF322HIF8_PRE"``: HiFloat8 codes into a uint8 tensor).
     """
     k = current()
     row, col = offsets
@@ -256,10 +250,11 @@ def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scal
     instr = _path("store", src.buffer, Buffer.GM, src)
     if instr.kind is InstrKind.L0C_READ:
         sizes = {} if valid is None or _whole(valid, src) else {"m": valid[0], "n": valid[1]}
-        getattr(k, instr.name)(dst, src, (row, col), phase=phase, relu=relu, scale=scale, atomic=add, **sizes)
+        mode = {} if quant_mode is None else {"quant_mode": quant_mode}
+        getattr(k, instr.name)(dst, src, (row, col), phase=phase, relu=relu, scale=scale, atomic=add, **sizes, **mode)
         return
-    if phase is not None or scale is not None or relu:
-        raise ValueError("phase, scale and relu apply to a store out of L0C (the fixpipe), not from UB")
+    if phase is not None or scale is not None or relu or quant_mode is not None:
+        raise ValueError("phase, scale, relu and quant_mode apply to a store out of L0C (the fixpipe), not from UB")
     getattr(k, instr.name)(dst, src, row=row, col=col, atomic=add, **_sizes(valid, src))
 
 
@@ -281,7 +276,7 @@ def move(dst, src, offset=None, *, acc_to_vec_mode=None, phase=None, relu: bool 
     method = getattr(k, instr.name)
     if instr.kind is InstrKind.L0C_READ:
         mode = AccToVecMode.SingleModeVec0 if acc_to_vec_mode is None else acc_to_vec_mode
-        method(dst, src, acc_to_vec_mode=mode, phase=phase, relu=relu, **_l0c_region(valid, src, mode))
+        method(dst, src, acc_to_vec_mode=mode, phase=phase, relu=relu, **_l0c_region(valid, src))
         return
     if phase is not None or acc_to_vec_mode is not None:
         raise ValueError(f"phase and acc_to_vec_mode apply to a move out of L0C, not {src.buffer} -> {dst.buffer}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+
 from ..core import Buffer, CoreKind, InstrKind, Pipe
 from ..engine import Sync, fixpipe_cycles, gm_write_flight, l0c_to_ub_cycles
 from . import ops
@@ -34,8 +36,13 @@ def _to_ub(c, a, gm):
     src = a["src"]
     m = src.rows if a.get("m") is None else a["m"]
     n = src.cols if a.get("n") is None else a["n"]
-    parts = split(AccToVecMode(a["acc_to_vec_mode"]), m, n)
-    return l0c_to_ub_cycles(c, a["dst"].dtype, max(rows * cols for _, rows, _, cols in parts))
+    (_, rows0, _, cols0), (_, rows1, _, cols1) = split(AccToVecMode(a["acc_to_vec_mode"]), m, n)
+    return l0c_to_ub_cycles(c, a["dst"].dtype, jnp.maximum(rows0 * cols0, rows1 * cols1))
+
+
+def _to_ub_faults(chip, a, shapes):
+    """A move out of L0C's run-time region outside its L0C tile."""
+    return ops.l0c_to_ub_faults(a["src"], a.get("m"), a.get("n"))
 
 
 def _to_gm_faults(chip, a, shapes):
@@ -75,9 +82,9 @@ INSTRUCTIONS = (
     (_read("store", ops.store, "PyPTO-Pro store out of L0C: fixpipe with phase = STPhase",
            (*_TO_GM[:2], Operand("scale", (GM,))), GM_COST, _to_gm, _store_faults), ((L0C, GM),)),
     (_read("copy_l0c2ub", ops.copy_l0c2ub, "L0C -> UB of one or both AIVs (Nz -> ND, cast), on the cube's FIX pipe",
-           _TO_UB, FIX_COST, _to_ub), ()),
+           _TO_UB, FIX_COST, _to_ub, _to_ub_faults), ()),
     (_read("move_to_vec", ops.move_to_vec, "PyPTO-Pro move out of L0C into UB with phase = STPhase", _TO_UB,
-           FIX_COST, _to_ub), ((L0C, UB),)),
+           FIX_COST, _to_ub, _to_ub_faults), ((L0C, UB),)),
     (_config("set_l0c_copy_config", ops.set_l0c_copy_config,
              "fixpipe's config register; is_clean_unit_flag=True resets every unit flag to 0", Sync.UF_RESET), ()),
     (_config("set_mmad_direction", ops.set_mmad_direction, "the order the cube walks M and N (unit-flag reads)"), ()),

@@ -166,7 +166,8 @@ class JitKernel:
         shapes = tuple((n, a.shape, str(a.dtype)) for n, a in arrays.items())
         key = (shapes, repr(sorted(scalars.items())), block_dim, repr(sorted((tiling_key or {}).items())))
         if key not in self._programs:
-            handles = {name: GmTensor(name, tuple(a.shape), str(a.dtype)) for name, a in arrays.items()}
+            declared = {name: dtype_name(spec.dtype) for name, spec in self.tensor_specs.items()}
+            handles = {name: GmTensor(name, tuple(a.shape), declared[name]) for name, a in arrays.items()}
             views = {name: (view_2d(a.shape), a.dtype) for name, a in arrays.items()}
             translation, auto_mutex = self.translation, self.auto_mutex
 

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ...core import Buffer
 from ...core import _dtypes as dtypes
 from .. import pl as _pl
 from .._program import current
@@ -268,13 +269,19 @@ def _scale(scale):
     return scale
 
 
+#: the fixpipe's mode into a ``pl.DT_HF8`` tensor (GM holds HiFloat8 as uint8 codes, so its dtype cannot name it)
+HIF8_STORE_MODE = "QF322HIF8_PRE"
+
+
 def store(dst_tensor, src_tile, offsets=(0, 0), *, relu_pre_mode=None, scale=None, order=None, atomic=None,
           phase=None):  # fmt: skip
     """L0C -> GM (FIX, ``phase`` = STPhase) or UB -> GM (MTE3) at element ``offsets`` (one per dimension)."""
     _order(order, "store", dst_tensor, src_tile)
     _written(dst_tensor)
+    hif8 = isinstance(dst_tensor, GmTensor) and dst_tensor.dtype == "hifloat8" and src_tile.buffer is Buffer.L0C
     _pl.store(_gm(dst_tensor, "store"), src_tile, _window(dst_tensor, offsets, src_tile, "store"), phase=phase,
-              relu=bool(relu_pre_mode), scale=_scale(scale), atomic=atomic, valid=_tiles.valid(src_tile))  # fmt: skip
+              relu=bool(relu_pre_mode), scale=_scale(scale), atomic=atomic, valid=_tiles.valid(src_tile),
+              quant_mode=HIF8_STORE_MODE if hif8 else None)  # fmt: skip
 
 
 def store_tile(dst_tensor, src_tile, tile_offsets, **kwargs):

@@ -17,7 +17,7 @@ from .move import copy_gm2l1, copy_gm2l1_nd2nz, copy_l12bt, copy_l12l0a, copy_l1
 from .pypto import matmul, matmul_acc, matmul_sizes, move_to_vec, store
 from .scalar import setval_gm
 from .sync import mutex_lock, mutex_unlock, sync_notify, sync_pipe, sync_wait
-from .ub_move import AccToVecMode, copy_gm2ub, copy_l0c2ub, copy_ub2gm, copy_ub2l1, split
+from .ub_move import AccToVecMode, copy_gm2ub, copy_l0c2ub, copy_ub2gm, copy_ub2l1, l0c_to_ub_faults, split
 from .unit_flag import AccPhase, STPhase, UnitFlagMode
 from .vector import (
     RoundMode,
@@ -42,6 +42,7 @@ __all__ = [
     "cast",
     "copy_gm2ub",
     "copy_l0c2ub",
+    "l0c_to_ub_faults",
     "copy_ub2gm",
     "copy_ub2l1",
     "copy",

@@ -57,13 +57,14 @@ def matmul_acc(state: State, dst: Tile, acc: Tile, lhs: Tile, rhs: Tile, *, phas
 
 def store(
     state: State, dst: str, src: Tile, offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None,
-    m=None, n=None,
+    m=None, n=None, quant_mode: str | None = None,
 ) -> State:  # fmt: skip
     """``pl.store`` of an L0C tile to GM (fixpipe, Nz -> ND) at ``offsets`` (row, col; traced allowed).
 
     ``scale`` is the fixpipe quantisation scale: a float (per tensor) or a GM vector name (per
     channel), see ``fixpipe(quant_scale=...)``. ``atomic=AtomicType.AtomicAdd`` adds the
-    result to GM instead of overwriting it; ``m`` / ``n`` (traced allowed): only that top-left region (a tail).
+    result to GM instead of overwriting it; ``m`` / ``n`` (traced allowed): only that top-left region (a tail);
+    ``quant_mode``: the fixpipe's mode where the GM dtype does not name it (HiFloat8, held as uint8 codes).
     """
     _expect(src, Buffer.L0C, "src")
     return fixpipe(
@@ -78,6 +79,7 @@ def store(
         atomic=atomic_add(atomic),
         m=m,
         n=n,
+        quant_mode=quant_mode,
     )
 
 

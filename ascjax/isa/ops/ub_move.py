@@ -5,7 +5,8 @@ and L0C -> UB ``move`` (the cube's FIX pipe, honouring unit flags, split between
 region: ``SingleModeVec0``/``SingleModeVec1`` send all of it to one AIV; ``DualModeSplitM``
 gives AIV0 the first ceil(M/2) rows and AIV1 the rest (M=33 -> 17/16); ``DualModeSplitN``
 splits whole 16-column fractals, AIV0 taking ceil(fractals/2) of them (N=33 -> 32/1,
-N=65 -> 48/17, N<=16 all on AIV0). Each part lands at (0, 0) of the AIV's ``dst`` tile.
+N=65 -> 48/17, N<=16 all on AIV0). Each part lands at (0, 0) of the AIV's ``dst`` tile. The region may be a
+run-time tail: the parts are then traced and each AIV's ``dst`` keeps what lies outside its part.
 """
 
 from __future__ import annotations
@@ -35,8 +36,13 @@ class AccToVecMode(enum.IntEnum):
     DualModeSplitN = 3
 
 
-def split(mode: AccToVecMode, m: int, n: int) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
-    """Per AIV: (row0, rows, col0, cols) of the L0C region it receives (rows or cols 0: nothing)."""
+#: DualModeSplitN divides the columns in whole fractals of this many columns
+SPLIT_N_FRACTAL_COLS = 16
+
+
+def split(mode: AccToVecMode, m, n) -> tuple[tuple, tuple]:
+    """Per AIV: (row0, rows, col0, cols) of the L0C region it receives (rows or cols 0: nothing); ``m`` / ``n`` may
+    be traced (a run-time tail), and so are then the parts."""
     mode = AccToVecMode(mode)
     if mode is AccToVecMode.SingleModeVec0:
         return (0, m, 0, n), (0, 0, 0, 0)
@@ -45,9 +51,15 @@ def split(mode: AccToVecMode, m: int, n: int) -> tuple[tuple[int, int, int, int]
     if mode is AccToVecMode.DualModeSplitM:
         top = -(-m // 2)
         return (0, top, 0, n), (top, m - top, 0, n)
-    fractals = -(-n // 16)
-    left = min(-(-fractals // 2) * 16, n)
+    fractals = -(-n // SPLIT_N_FRACTAL_COLS)
+    left = -(-fractals // 2) * SPLIT_N_FRACTAL_COLS
+    left = min(left, n) if static_int(n) is not None else jnp.minimum(left, n)
     return (0, m, 0, left), (0, m, left, n - left)
+
+
+def l0c_to_ub_faults(src: Tile, m, n) -> list:
+    """A move out of L0C's traced region outside ``src``: BOUNDS (the move then moves nothing)."""
+    return valid_faults((src.rows if m is None else m, src.cols if n is None else n), (src.rows, src.cols))
 
 
 def _gm(state: State, name: str, write: bool):
@@ -217,15 +229,19 @@ def copy_l0c2ub(
     _nd(dst, "a move out of L0C into UB")
     allowed = ("float32", "float16", "bfloat16") if src.dtype == "float32" else ("int32",)
     _need(dst.dtype in allowed, f"rule 'move dtypes': {src} converts to {'/'.join(allowed)}, not {dst.dtype}")
+    faults = l0c_to_ub_faults(src, m, n)
     m = src.rows if m is None else m
     n = src.cols if n is None else n
+    traced = static_int(m) is None or static_int(n) is None
     _need(
-        isinstance(m, int) and isinstance(n, int) and 0 < m <= src.rows and 0 < n <= src.cols,
-        f"rule 'bounds': move of a {m}x{n} region out of {src} (static sizes within the tile)",
+        traced or 0 < m <= src.rows and 0 < n <= src.cols,
+        f"rule 'bounds': move of a {m}x{n} region out of {src} (sizes within the tile)",
     )
     mode_enum = AccToVecMode(acc_to_vec_mode)
-    parts = split(mode_enum, m, n)
-    for sub, (_, rows, _, cols) in enumerate(parts):
+    # a run-time region is checked at its largest, the whole tile (each AIV's part grows with the region)
+    for sub, (_, rows, _, cols) in enumerate(
+        split(mode_enum, src.rows, src.cols) if traced else split(mode_enum, m, n)
+    ):
         _need(
             rows == 0 or (rows <= dst.rows and cols <= dst.cols),
             f"rule 'move split': {mode_enum.name} sends a {rows}x{cols} part of {src} to AIV{sub}, which does not "
@@ -235,10 +251,26 @@ def copy_l0c2ub(
     data = poison(from_fractal(state.tile(src), Format.NZ), racy_read(), state.options)
     if relu:
         data = jnp.maximum(data, 0)
-    for sub, (r0, rows, c0, cols) in enumerate(parts):
+    if traced:
+        return _traced_parts(state, dst, data, split(mode_enum, m, n), executes(faults))
+    for sub, (r0, rows, c0, cols) in enumerate(split(mode_enum, m, n)):
         if rows == 0 or cols == 0:
             continue
         old = state.tile(dst, sub)
         part = data[r0 : r0 + rows, c0 : c0 + cols].astype(dst.np_dtype)
         state = state.with_tile(dst, old.at[:rows, :cols].set(part), sub)
+    return state
+
+
+def _traced_parts(state: State, dst: Tile, data, parts, execute) -> State:
+    """Each AIV's part of a run-time region of ``data`` (the L0C tile, ND) into the top-left of its ``dst``: a
+    ``dst``-sized window at the part's start, masked to the part (the rest of ``dst`` is kept)."""
+    padded = jnp.pad(data, ((0, dst.rows), (0, dst.cols)))  # a window at any start stays inside, unclamped
+    for sub, (r0, rows, c0, cols) in enumerate(parts):
+        if static_int(rows) == 0 or static_int(cols) == 0:
+            continue
+        start = (jnp.asarray(r0, jnp.int32), jnp.asarray(c0, jnp.int32))
+        window = jax.lax.dynamic_slice(padded, start, (dst.rows, dst.cols)).astype(dst.np_dtype)
+        keep = valid_mask((rows, cols), (dst.rows, dst.cols)) & execute
+        state = state.with_tile(dst, jnp.where(keep, window, state.tile(dst, sub)), sub)
     return state
