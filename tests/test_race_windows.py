@@ -259,3 +259,36 @@ def test_a_correct_loop_takes_one_pass_whatever_its_trip_count():
         passes[trip], races, _, _ = _compare(b.build())
         assert races == 0
     assert passes == {4: 1, 64: 1}
+
+
+# --- GM windows: rows and columns ------------------------------------------------------------------------------
+def _column_halves(shift: int):
+    """Each AIV copies its half of ``x``'s columns to the same columns of ``out`` (AIV1's shifted left by
+    ``shift``): both write every row of ``out``, at traced column offsets."""
+    from ascjax import pl
+
+    def kernel(k):
+        t = pl.alloc("Vec", (8, 16), "float32", name="t")
+
+        @pl.section_vector
+        def _(sub):
+            col = pl.get_subblock_idx() * (16 - shift)
+            pl.load(t, "x", (0, col))
+            pl.system.sync_src(set_pipe="MTE2", wait_pipe="MTE3", event_id=0)
+            pl.system.sync_dst(set_pipe="MTE2", wait_pipe="MTE3", event_id=0)
+            pl.store("out", t, (0, col))
+
+    return kernel
+
+
+@pytest.mark.parametrize(("shift", "verdict"), [(0, "OK"), (1, "RACE")])
+def test_two_cores_storing_apart_columns_of_the_same_rows_do_not_race(shift, verdict):
+    import ascjax as aj
+
+    x = np.arange(8 * 32, dtype=np.float32).reshape(8, 32)
+    result = aj.run(_column_halves(shift), {"x": x}, {"out": ((8, 32), "float32")})
+    assert result.report().verdict is getattr(aj.Verdict, verdict), result.report()
+    if verdict == "OK":
+        np.testing.assert_array_equal(np.asarray(result.outputs["out"]), x)
+    else:
+        assert "GM:out" in result.report().message

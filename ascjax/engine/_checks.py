@@ -91,6 +91,7 @@ class Accesses:
         flat, inst = st.acc_flat, st.acc_inst
         field = lambda name: jnp.concatenate([op[f"rd_{name}"].reshape(-1), op[f"wr_{name}"].reshape(-1)])[flat]
         self.lo, self.hi, self.ok = field("lo"), field("hi"), field("ok")
+        self.c0, self.c1 = field("c0"), field("c1")  # the columns a GM window touches of each row (else all)
         self.step = jnp.where(st.acc_write, log.end_step[inst], log.start_step[inst])
         self.on = field("on") & (self.step >= 0) & st.acc_valid  # a real slot, on, and its instance got that far
         self.live = self.on & self.ok
@@ -177,6 +178,7 @@ class Pairs:
         self.o_writes = st.acc_write[o]
         self.w, self.o, self.wi, self.oi = w, o, wi, oi
         overlap = jnp.maximum(acc.lo[w], acc.lo[o]) < jnp.minimum(acc.hi[w], acc.hi[o])
+        overlap &= jnp.maximum(acc.c0[w], acc.c0[o]) < jnp.minimum(acc.c1[w], acc.c1[o])
         self.conflict = valid & acc.live[w] & acc.live[o] & overlap
         self.w_before_o = log.clock[oi, st.queue[wi]] >= log.epoch[wi]  # the other's clock has seen the write's epoch
         self.o_before_w = log.clock[wi, st.queue[oi]] >= log.epoch[oi]

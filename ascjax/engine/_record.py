@@ -87,7 +87,9 @@ class Space:
 class Window:
     """An access that moves inside ``[lo, hi)`` of ``space``: ``units`` units of ``unit_bytes`` from unit
     ``start`` (an int or traced) of that range, e.g. the rows a GM window at a traced row offset touches.
-    ``length`` (traced, at most ``units``): of those, only the first ``length`` (a run-time tail's rows)."""
+    ``length`` (traced, at most ``units``): of those, only the first ``length`` (a run-time tail's rows).
+    ``columns`` (first, count; traced allowed): the elements of each unit it touches (None: all of them), so two
+    windows on the same rows but apart columns do not overlap."""
 
     space: int
     lo: int
@@ -97,6 +99,7 @@ class Window:
     units: int
     when: object = True
     length: object = None
+    columns: tuple | None = None
 
 
 @dataclasses.dataclass
@@ -108,6 +111,7 @@ class _Access:
     when: object = True  # the access happens (a bool, or an array: an mmad's accumulate read)
     window: tuple[int, int] | None = None  # (unit bytes, units) of a Window
     length: object = None  # a Window's traced length in units (None: all of its units)
+    columns: tuple | None = None  # a Window's (first, count) elements of each unit (None: all of them)
 
     @property
     def traced(self) -> bool:
@@ -460,6 +464,7 @@ class RecordBuilder:
                 spec.when,
                 window=(spec.unit_bytes, spec.units),
                 length=spec.length,
+                columns=spec.columns,
             )
         if len(spec) == 2:
             space, rng = spec
@@ -657,6 +662,8 @@ def _dynamic(e: _Entry) -> dict:
             out[f"when:{j}"] = jnp.asarray(a.when, bool)
         if a.length is not None:
             out[f"length:{j}"] = jnp.asarray(a.length, jnp.int32)
+        if a.columns is not None:
+            out[f"col0:{j}"], out[f"cols:{j}"] = (jnp.asarray(x, jnp.int32) for x in a.columns)
     return out
 
 
@@ -670,6 +677,10 @@ def _set_dynamic(e: _Entry, values: dict) -> None:
             e.accesses[int(name)].choice = v
         elif kind == "length":
             e.accesses[int(name)].length = v
+        elif kind == "col0":
+            e.accesses[int(name)].columns = (v, e.accesses[int(name)].columns[1])
+        elif kind == "cols":
+            e.accesses[int(name)].columns = (e.accesses[int(name)].columns[0], v)
         else:
             e.accesses[int(name)].when = v
 
@@ -891,7 +902,7 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
     n = layout.index.shape[0]
     of = [[a for a in e.accesses if a.write == write] for e in layout.entries]
     width = max(max((len(x) for x in of), default=0), 1)
-    los, his, oks, ons = [], [], [], []
+    los, his, oks, ons, c0s, c1s = [], [], [], [], [], []
     foot = np.zeros((len(layout.entries), width, 2), np.int32)
     span = np.ones((len(layout.entries), width), np.int32)
     traced = np.zeros((len(layout.entries), width), bool)
@@ -916,6 +927,9 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
             lo, hi = xp.where(is_win, lo + start, lo), xp.where(is_win, lo + start + units, hi)
         los.append(lo)
         his.append(hi)
+        c0, c1 = _columns(layout, at, windowed)
+        c0s.append(c0)
+        c1s.append(c1)
         oks.append(ok | ~has)
         ons.append(layout.gather([a.when if a else True for a in at], bool))
         for e, t in enumerate(tables):
@@ -925,12 +939,28 @@ def _access_slots(layout: _Layout, first, prefix: str, write: bool):
                 span[e, j] = max(at[e].window[1] if windowed[e] else max(hi - lo for lo, hi in t), 1)
     valid = np.asarray([[j < len(x) for j in range(width)] for x in of], bool).reshape(-1, width)[layout.entry]
     stack = lambda xs: array_module(*xs).stack(xs, 1).reshape(n, width)
-    names = ("lo", "hi", "ok", "on")
-    operands = {f"{prefix}_{name}": stack(col) for name, col in zip(names, (los, his, oks, ons))}
+    names = ("lo", "hi", "ok", "on", "c0", "c1")
+    operands = {f"{prefix}_{name}": stack(col) for name, col in zip(names, (los, his, oks, ons, c0s, c1s))}
     return (
         operands, valid.reshape(n, width), span[layout.entry].reshape(n, width), foot[layout.entry].reshape(n, width, 2),
         traced[layout.entry].reshape(n, width),
     )  # fmt: skip
+
+
+#: the column bound of an access with no column range: past every column
+ALL_COLUMNS = np.iinfo(np.int32).max
+
+
+def _columns(layout, at: list, windowed: list):
+    """Per instance, the [first, end) elements of each unit that one access slot touches: a window's columns, else
+    all of them (0, ``ALL_COLUMNS``)."""
+    ranged = [w and a.columns is not None for a, w in zip(at, windowed)]
+    first = layout.gather([a.columns[0] if r else 0 for a, r in zip(at, ranged)], jnp.int32)
+    count = layout.gather([a.columns[1] if r else ALL_COLUMNS for a, r in zip(at, ranged)], jnp.int32)
+    if not any(ranged):
+        return first, count
+    xp = array_module(first, count)
+    return first, xp.where(count >= ALL_COLUMNS - first, ALL_COLUMNS, first + count)  # never past ALL_COLUMNS
 
 
 def _flag_bits(entries, n_flag_ids: int):

@@ -195,26 +195,32 @@ class Recorder:
                 self.auto[name] = jnp.where(chosen, extra["uf_mode"] == 0, self.auto.get(name, False))
 
     def _gm_spec(self, name: str, a: dict, instr: isa.Instruction, tile: Tile | None):
-        """The rows of GM tensor ``name`` the window of a copy to or from ``tile`` touches (all of its columns), at
-        a traced row."""
+        """The rows of GM tensor ``name`` the window of a copy to or from ``tile`` touches, at a traced row, and of
+        each row its columns (all of them for a GM operand other than the window, such as a scale vector)."""
         space = self.spaces[("GM", name)]
         shape, itemsize = self.gm_shapes[name]
         size = self.builder.spaces[space].size_bytes
-        if len(shape) == 2 and instr.kind is InstrKind.SCALAR:  # one element: its row
-            return Window(space, 0, size, shape[1] * itemsize, jnp.asarray(a["row"], jnp.int32), 1)
+        row_bytes = shape[-1] * itemsize
+        if len(shape) == 2 and instr.kind is InstrKind.SCALAR:  # one element
+            at = jnp.asarray(a["row"], jnp.int32), jnp.asarray(a["col"], jnp.int32)
+            return Window(space, 0, size, row_bytes, at[0], 1, columns=(at[1], 1))
         if len(shape) != 2 or tile is None or instr.kind is InstrKind.L0C_READ and not a.get("nz2nd", True):
             return (space, (0, size))  # not a row-major matrix window: the whole tensor
-        row = a.get("row", a.get("dst_row", (a.get("offsets") or (0,))[0]))
+        offsets = a.get("offsets") or (0, 0)
+        row = a.get("row", a.get("dst_row", offsets[0]))
         rows = a.get("rows") if a.get("rows") is not None else a.get("m")
         length = rows if rows is not None and not isinstance(rows, (int, np.integer)) else None
         rows = tile.rows if rows is None or length is not None else int(rows)
         rows = min(rows, shape[0])
         row = jnp.asarray(row, jnp.int32)
-        if length is None:
-            return Window(space, 0, size, shape[1] * itemsize, row, rows)
-        # a run-time tail: its rows from the row (at most the tile's)
-        length = jnp.clip(jnp.asarray(length, jnp.int32), 0, rows)
-        return Window(space, 0, size, shape[1] * itemsize, row, rows, length=length)
+        columns = None
+        if name in (a.get("src"), a.get("dst")):  # the window's tensor: its columns (a tail's, else the tile's)
+            cols = a.get("cols") if a.get("cols") is not None else a.get("n")
+            cols = tile.cols if cols is None else cols
+            columns = (jnp.asarray(a.get("col", a.get("dst_col", offsets[1])), jnp.int32), jnp.asarray(cols, jnp.int32))
+        if length is not None:  # a run-time tail: its rows from the row (at most the tile's)
+            length = jnp.clip(jnp.asarray(length, jnp.int32), 0, rows)
+        return Window(space, 0, size, row_bytes, row, rows, length=length, columns=columns)
 
     def _region_specs(self, tile: Tile, core: int, region) -> list:
         """The access specs of a static (row0, rows, col0, cols) region of ``tile``: its rows of an ND tile, one
