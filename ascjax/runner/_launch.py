@@ -53,7 +53,7 @@ from ..engine import (
     sync_latency,
 )
 from ..engine import _dataplane as dataplane
-from ..engine._state import GM_PLAIN
+from ..engine._state import GM_ATOMIC, GM_PLAIN
 from ..front._program import NeedsData
 from ..front._tracing import gm_inputs, initial_gm, output_spec, record_kernel, record_on_host, record_traced
 from ..report._report import Report
@@ -99,15 +99,14 @@ def _granule_elements(tensor, granule_bytes: int) -> int:
     return _per_granule(dtypes.bits(jnp.dtype(tensor.dtype).name), granule_bytes)
 
 
-#: the most blocks one element's writer count holds (a launch's block_dim is below it)
-_WRITERS_MAX = np.iinfo(np.uint16).max
+#: a bit of the merge's per-element kinds beside the write marks' GM_PLAIN / GM_ATOMIC: a later writer's bits differ
+DIFFERS = 4
 
 
 def _start(init):
-    """The merge of one output before any block, per element: (first writer's value, sum of deltas, writers,
-    whether an atomic add wrote it, whether a writer's value differs from the first writer's)."""
-    no = jnp.zeros(init.shape, bool)
-    return init, jnp.zeros_like(init), jnp.zeros(init.shape, jnp.uint16), no, no
+    """The merge of one output before any block, per element: (first writer's value, sum of deltas, writers capped
+    at 2, the OR of the writers' marks and ``DIFFERS``)."""
+    return init, jnp.zeros_like(init), jnp.zeros(init.shape, jnp.uint8), jnp.zeros(init.shape, jnp.uint8)
 
 
 def _same_bits(a, b):
@@ -121,14 +120,14 @@ def _same_bits(a, b):
 
 def _add(acc, init, value, marks):
     """Fold one block's copy of an output (and its write marks) into the merge: one pass, element-wise."""
-    single, delta, count, atomic, differs = acc
+    single, delta, count, kinds = acc
     wrote = marks != 0
-    differs = differs | (wrote & (count > 0) & ~_same_bits(value, single))
     single = jnp.where(wrote & (count == 0), value, single)
+    differs = wrote & ~_same_bits(value, single)  # the first writer's value is its own
+    kinds = kinds | marks | jnp.where(differs, jnp.uint8(DIFFERS), jnp.uint8(0))
     delta = delta + jnp.where(wrote, value - init, jnp.zeros_like(value))
-    count = jnp.minimum(count + wrote.astype(jnp.uint16), jnp.uint16(_WRITERS_MAX))
-    atomic = atomic | (wrote & ((marks & GM_PLAIN) != marks))
-    return single, delta, count, atomic, differs
+    count = jnp.minimum(count + wrote.astype(jnp.uint8), jnp.uint8(2))
+    return single, delta, count, kinds
 
 
 def _granules(marks, per: int):
@@ -137,28 +136,35 @@ def _granules(marks, per: int):
     return jnp.pad(flat, (0, (-flat.shape[0]) % per)).reshape(-1, per)
 
 
+def _tally(per: int):
+    """The smallest unsigned dtype that counts a granule's ``per`` elements."""
+    return jnp.uint8 if per <= np.iinfo(np.uint8).max else jnp.uint16
+
+
 def _granule_summary(marks, per: int):
-    """Per GM granule: did one block write it at all, and with a plain store?"""
+    """Per GM granule: did one block write it at all, with a plain store, and how many of its elements?"""
     rows = _granules(marks, per)
-    return jnp.any(rows != 0, axis=1), jnp.any((rows & GM_PLAIN) != 0, axis=1)
+    wrote = rows != 0
+    return jnp.any(wrote, axis=1), jnp.any((rows & GM_PLAIN) != 0, axis=1), jnp.sum(wrote, axis=1, dtype=_tally(per))
 
 
-def _merge_one(init, acc, any_w, any_p, marks, per: int):
+def _merge_one(init, acc, any_w, any_p, n_w, marks, per: int):
     """Finish one output's merge: (merged tensor, race?, granule, element, block a, block b, plain a, plain b, overlap).
 
-    ``any_w`` / ``any_p`` (blocks, granules) summarise the stacked ``marks``; those are read only
+    ``any_w`` / ``any_p`` / ``n_w`` (blocks, granules) summarise the stacked ``marks``; those are read only
     for the two blocks of the first racy granule. Blocks that all store the same elements of a granule with the
-    same bits, plainly, agree: the granule ends the same whichever lands last, so that is no race.
+    same bits, plainly, agree: the granule ends the same whichever lands last, so that is no race. (The same
+    elements: each writer wrote as many of the granule's elements as all of them together.)
     """
-    single, delta, count, atomic, differs = acc
+    single, delta, count, kinds = acc
     added = (init + delta).astype(init.dtype)
-    merged = jnp.where(count == 0, init, jnp.where((count >= 2) & atomic, added, single))
+    merged = jnp.where(count == 0, init, jnp.where((count >= 2) & ((kinds & GM_ATOMIC) != 0), added, single))
     n_blocks = any_w.shape[0]
     writers = jnp.sum(any_w, axis=0)
-    counts = _granules(count, per).astype(writers.dtype)
-    agree = jnp.all((counts == 0) | (counts == writers[:, None]), axis=1)
-    agree = agree & ~jnp.any(_granules(atomic | differs, per), axis=1)
-    racy = (writers >= 2) & jnp.any(any_p, axis=0) & ~agree
+    union = jnp.sum(_granules(count, per) != 0, axis=1, dtype=_tally(per))
+    same_elements = jnp.all(~any_w | (n_w == union[None, :]), axis=0)
+    clean = ~jnp.any((_granules(kinds, per) & (GM_ATOMIC | DIFFERS)) != 0, axis=1)
+    racy = (writers >= 2) & jnp.any(any_p, axis=0) & ~(same_elements & clean)
     g = jnp.argmax(racy)
     blocks = jnp.arange(n_blocks)
     a = jnp.argmax(any_p[:, g])  # the lowest block that stores plainly
