@@ -852,3 +852,54 @@ def test_two_aivs_storing_overlapping_run_time_tails_race():
     result = DUAL_TAIL_OVERLAPPING(a, b, sizes, np.zeros((DUAL_M, DUAL_N), np.float32))
     assert result.report().verdict is aj.Verdict.RACE
     assert "GM:out" in result.report().message
+
+
+@pl.jit(auto_mutex=False)
+def single_tail(a: pl.Tensor[[DUAL_M, DUAL_K], pl.DT_FP16], b: pl.Tensor[[DUAL_K, DUAL_N], pl.DT_FP16],
+                sizes: pl.Tensor[[1, 8], pl.DT_INT32], out: pl.Tensor[[DUAL_M, DUAL_N], pl.DT_FP32]):  # fmt: skip
+    """A run-time tail (``sizes[0, 0]`` rows, made a run-time value by a one-trip pl.range) of a 32-row product
+    moved whole to AIV0's 16-row tile: it fits while the tail does."""
+    a_mat = _tile([DUAL_M, DUAL_K], pl.DT_FP16, pl.MemorySpace.Mat, 0x0)
+    b_mat = _tile([DUAL_K, DUAL_N], pl.DT_FP16, pl.MemorySpace.Mat, 0x4000)
+    left = _tile([DUAL_M, DUAL_K], pl.DT_FP16, pl.MemorySpace.Left, 0x0)
+    right = _tile([DUAL_K, DUAL_N], pl.DT_FP16, pl.MemorySpace.Right, 0x0)
+    acc = _tile([DUAL_M, DUAL_N], pl.DT_FP32, pl.MemorySpace.Acc, 0x0, [-1, -1])
+    vec = _tile([DUAL_M // 2, DUAL_N], pl.DT_FP32, pl.MemorySpace.Vec, 0x0, [-1, -1])
+    with pl.section_cube():
+        pl.load(a_mat, a, [0, 0])
+        pl.load(b_mat, b, [0, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+        pl.move(left, a_mat)
+        pl.move(right, b_mat)
+        _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+        for i in pl.range(0, 1):
+            pl.set_validshape(acc, [sizes[0, 0] + i, DUAL_N])
+            pl.matmul(acc, left, right)
+            pl.move(vec, acc, acc_to_vec_mode=pl.AccToVecMode.SingleModeVec0)
+            pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0, sync_mode=pl.SyncMode.UNICAST_BLOCK, peer=0)
+    with pl.section_vector():
+        if pl.get_subblock_idx() == 0:
+            for i in pl.range(0, 1):
+                pl.system.wait_cross_core(pipe=pl.PipeType.MTE3, event_id=0, sync_mode=pl.SyncMode.UNICAST_BLOCK)
+                pl.set_validshape(vec, [pl.min(sizes[0, 0] + i, DUAL_M // 2), DUAL_N])
+                pl.store(out, vec, [0, 0])
+
+
+@pytest.mark.parametrize(("m", "verdict"), [(16, "OK"), (20, "BOUNDS")])
+def test_a_run_time_tail_moved_whole_to_one_aiv_is_a_bounds_finding_only_where_it_overflows_the_tile(m, verdict):
+    a, b = (
+        RNG.standard_normal((DUAL_M, DUAL_K)).astype(np.float16),
+        RNG.standard_normal((DUAL_K, DUAL_N)).astype(np.float16),
+    )
+    sizes = np.zeros((1, 8), np.int32)
+    sizes[0, 0] = m
+    out = np.zeros((DUAL_M, DUAL_N), np.float32)
+    result = single_tail(a, b, sizes, out)
+    if verdict == "OK":
+        assert result.ok, result.report()
+        np.testing.assert_allclose(out[:m], (a.astype(np.float32) @ b.astype(np.float32))[:m], rtol=1e-3, atol=1e-3)
+    else:  # the move moves nothing, so the store then reads what no write reached
+        assert (
+            "BOUNDS: pl.move" in result.report().message
+            and "valid rows = 20 is outside [0, 16]" in result.report().message
+        )

@@ -42,7 +42,8 @@ def _to_ub(c, a, gm):
 
 def _to_ub_faults(chip, a, shapes):
     """A move out of L0C's run-time region outside its L0C tile."""
-    return ops.l0c_to_ub_faults(a["src"], a.get("m"), a.get("n"))
+    mode = a.get("acc_to_vec_mode", AccToVecMode.SingleModeVec0)
+    return ops.l0c_to_ub_faults(a["src"], a["dst"], mode, a.get("m"), a.get("n"))
 
 
 def _to_gm_faults(chip, a, shapes):

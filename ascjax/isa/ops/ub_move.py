@@ -57,9 +57,16 @@ def split(mode: AccToVecMode, m, n) -> tuple[tuple, tuple]:
     return (0, m, 0, left), (0, m, left, n - left)
 
 
-def l0c_to_ub_faults(src: Tile, m, n) -> list:
-    """A move out of L0C's traced region outside ``src``: BOUNDS (the move then moves nothing)."""
-    return valid_faults((src.rows if m is None else m, src.cols if n is None else n), (src.rows, src.cols))
+def l0c_to_ub_faults(src: Tile, dst: Tile, mode, m, n) -> list:
+    """A move out of L0C's run-time region outside ``src``, or an AIV's part of it larger than ``dst``: BOUNDS (the
+    move then moves nothing)."""
+    region = (src.rows if m is None else m, src.cols if n is None else n)
+    faults = valid_faults(region, (src.rows, src.cols))
+    if all(static_int(v) is not None for v in region):
+        return faults
+    for _, rows, _, cols in split(AccToVecMode(mode), *region):
+        faults += valid_faults((rows, cols), (dst.rows, dst.cols))
+    return faults
 
 
 def _gm(state: State, name: str, write: bool):
@@ -229,7 +236,7 @@ def copy_l0c2ub(
     _nd(dst, "a move out of L0C into UB")
     allowed = ("float32", "float16", "bfloat16") if src.dtype == "float32" else ("int32",)
     _need(dst.dtype in allowed, f"rule 'move dtypes': {src} converts to {'/'.join(allowed)}, not {dst.dtype}")
-    faults = l0c_to_ub_faults(src, m, n)
+    faults = l0c_to_ub_faults(src, dst, acc_to_vec_mode, m, n)
     m = src.rows if m is None else m
     n = src.cols if n is None else n
     traced = static_int(m) is None or static_int(n) is None
@@ -238,10 +245,7 @@ def copy_l0c2ub(
         f"rule 'bounds': move of a {m}x{n} region out of {src} (sizes within the tile)",
     )
     mode_enum = AccToVecMode(acc_to_vec_mode)
-    # a run-time region is checked at its largest, the whole tile (each AIV's part grows with the region)
-    for sub, (_, rows, _, cols) in enumerate(
-        split(mode_enum, src.rows, src.cols) if traced else split(mode_enum, m, n)
-    ):
+    for sub, (_, rows, _, cols) in enumerate(() if traced else split(mode_enum, m, n)):  # run-time parts: faults
         _need(
             rows == 0 or (rows <= dst.rows and cols <= dst.cols),
             f"rule 'move split': {mode_enum.name} sends a {rows}x{cols} part of {src} to AIV{sub}, which does not "
