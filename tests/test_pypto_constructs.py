@@ -903,3 +903,55 @@ def test_a_run_time_tail_moved_whole_to_one_aiv_is_a_bounds_finding_only_where_i
             "BOUNDS: pl.move" in result.report().message
             and "valid rows = 20 is outside [0, 16]" in result.report().message
         )
+
+
+# -- an insert at a run-time column --------------------------------------------------------------------------
+HALF = 16
+
+
+def _insert_halves(shift: int):
+    """Each AIV loads its half of ``x``'s columns and inserts it into one Nz Mat tile at column ``HALF * sub +
+    shift`` (a run-time column); the cube multiplies that tile by the identity, so ``out`` shows what landed."""
+
+    @pl.jit(auto_mutex=False)
+    def insert_halves(x: pl.Tensor[[HALF, 2 * HALF], pl.DT_FP16], eye: pl.Tensor[[2 * HALF, 2 * HALF], pl.DT_FP16],
+                      out: pl.Tensor[[HALF, 2 * HALF], pl.DT_FP32]):  # fmt: skip
+        part = _tile([HALF, HALF], pl.DT_FP16, pl.MemorySpace.Vec, 0x0)
+        a_mat = _tile([HALF, 2 * HALF], pl.DT_FP16, pl.MemorySpace.Mat, 0x0)
+        b_mat = _tile([2 * HALF, 2 * HALF], pl.DT_FP16, pl.MemorySpace.Mat, 0x4000)
+        left = _tile([HALF, 2 * HALF], pl.DT_FP16, pl.MemorySpace.Left, 0x0)
+        right = _tile([2 * HALF, 2 * HALF], pl.DT_FP16, pl.MemorySpace.Right, 0x0)
+        acc = _tile([HALF, 2 * HALF], pl.DT_FP32, pl.MemorySpace.Acc, 0x0)
+        with pl.section_vector():
+            col = HALF * pl.get_subblock_idx()
+            pl.load(part, x, [0, col])
+            _sync(pl.PipeType.MTE2, pl.PipeType.MTE3, 0)
+            for i in pl.range(0, 1):  # i makes the column a run-time value, as a loop's index does
+                pl.insert(a_mat, part, [0, col + shift + i])
+            pl.system.set_cross_core(pipe=pl.PipeType.MTE3, event_id=1)
+        with pl.section_cube():
+            pl.load(b_mat, eye, [0, 0])
+            pl.system.wait_cross_core(pipe=pl.PipeType.MTE1, event_id=1)
+            _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+            pl.move(left, a_mat)
+            pl.move(right, b_mat)
+            _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+            pl.matmul(acc, left, right)
+            pl.store(out, acc, [0, 0])
+
+    return insert_halves
+
+
+def test_two_aivs_inserting_their_halves_at_run_time_columns_land_side_by_side_without_a_race():
+    x = RNG.standard_normal((HALF, 2 * HALF)).astype(np.float16)
+    out = np.zeros((HALF, 2 * HALF), np.float32)
+    result = _insert_halves(0)(x, np.eye(2 * HALF, dtype=np.float16), out)
+    assert result.ok, result.report()
+    np.testing.assert_array_equal(out, x.astype(np.float32))
+
+
+def test_an_insert_at_a_run_time_column_off_the_fractal_grid_is_a_bounds_finding():
+    out = np.zeros((HALF, 2 * HALF), np.float32)
+    result = _insert_halves(1)(np.ones((HALF, 2 * HALF), np.float16), np.eye(2 * HALF, dtype=np.float16), out)
+    assert "BOUNDS: pl.insert" in result.report().message, result.report()
+    assert "column offset = 1" in result.report().message, result.report()

@@ -228,6 +228,8 @@ class Recorder:
         is no region, it is traced, or the format is another."""
         static = region is not None and all(isinstance(v, (int, np.integer)) for v in region)
         if region is not None and not static and tile.fmt is Format.NZ:
+            if all(isinstance(v, (int, np.integer)) for v in (region[0], region[1], region[3])):
+                return self._traced_col_specs(tile, core, region)
             return self._traced_rows_specs(tile, core, region)
         if not static or tile.fmt not in (Format.ND, Format.NZ):
             return [self._tile_spec(tile, core)]
@@ -256,6 +258,25 @@ class Recorder:
                 True,
             )  # fmt: skip
             for column in zip(*per_count)  # one column of fractals: its run at each count
+        ]
+
+    def _traced_col_specs(self, tile: Tile, core: int, region) -> list:
+        """``_region_specs`` of an Nz tile's region whose first column alone is traced (an insert at a run-time
+        column): per column of fractals it covers, one candidate per aligned first column (per TileGroup slot),
+        chosen by the column (one off its grid, which the op's BOUNDS finding reports, picks the nearest below)."""
+        row0, rows, col0, cols = region
+        width = _ceil_div(cols, tile.c0) * tile.c0
+        n_firsts = (tile.padded[1] - width) // tile.c0 + 1
+        if n_firsts < 1:
+            return [self._tile_spec(tile, core)]
+        per_first = [_runs(tile, row0, rows, k * tile.c0, cols) for k in range(n_firsts)]
+        bases, slot = _candidates(tile)
+        pick = jnp.clip(jnp.asarray(col0, jnp.int32) // tile.c0, 0, n_firsts - 1)
+        choice = jnp.asarray(slot, jnp.int32) * n_firsts + pick
+        space = self._named(tile, core)
+        return [
+            (space, [(b + lo, b + hi) for b in bases for lo, hi in column], choice, True)
+            for column in zip(*per_first)  # one column of fractals of the region: its run at each first column
         ]
 
     def _tile_spec(self, tile: Tile, core: int):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+
 from ..core import Buffer, CoreKind, Format, InstrKind, Pipe
 from ..engine import gm_read_flight, gm_write_flight, transfer_cycles
 from . import ops
@@ -54,7 +56,7 @@ def _ub_to_gm(c, a, gm):
 def _ub_to_l1(c, a, gm):
     src, dst = a["src"], a["dst"]
     unit = dst.c0 if dst.fmt is Format.NZ else 1
-    span = min(-(-src.cols // unit) * unit, dst.padded[1] - a["col"])  # Nz pads each row to whole fractals
+    span = jnp.minimum(-(-src.cols // unit) * unit, dst.padded[1] - a["col"])  # Nz pads rows to whole fractals
     return transfer_cycles(src.rows * span * src.np_dtype.itemsize, c.ub_to_l1_bytes_per_cycle)
 
 
@@ -91,6 +93,11 @@ def _ub2gm_faults(chip, a, shapes):
     sizes = {k: a[k] for k in ("row", "col", "rows", "cols") if k in a}
     window = ub_move.ub2gm_window(a["src"], shapes[a["dst"]], **sizes)
     return [*ops.offset_faults(*window), *_region_faults(a["src"], a)]
+
+
+def _insert_faults(chip, a, shapes):
+    """An insert's run-time (row, col) outside its L1 tile or off its fractal grid."""
+    return ops.offset_faults(*ub_move.insert_window(a["dst"], a["src"], a.get("row", 0), a.get("col", 0)))
 
 
 def _l1_faults(name):
@@ -148,7 +155,7 @@ INSTRUCTIONS = (
            cost=MTE3_COST, cycles=_ub_to_gm, gm_bytes=_ub_to_gm_bytes, faults=_ub2gm_faults),
      ((UB, GM),)),
     (_copy("insert", ops.copy_ub2l1, Pipe.MTE3, VECTOR, (UB,), (L1,), "TINSERT: a UB tile into an L1 tile, ND -> Nz",
-           cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1), ((UB, L1),)),
+           cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1, faults=_insert_faults), ((UB, L1),)),
     (_copy("copy_ub2l1", ops.copy_ub2l1, Pipe.MTE3, VECTOR, (UB,), (L1,), "a UB tile into an L1 tile, ND -> Nz",
-           cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1), ()),
+           cost=("ub_to_l1_bytes_per_cycle",), cycles=_ub_to_l1, faults=_insert_faults), ()),
 )  # fmt: skip

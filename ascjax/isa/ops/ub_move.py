@@ -194,25 +194,29 @@ def copy_ub2l1(state: State, dst: Tile, src: Tile, *, row: int = 0, col: int = 0
     _expect(src, Buffer.UB, "src")
     _expect(dst, Buffer.L1, "dst")
     _need(src.dtype == dst.dtype, f"insert does not convert: {src} vs {dst}")
-    unit_r, unit_c = (16, dst.c0) if dst.fmt is Format.NZ else (1, 1)
-    _need(
-        isinstance(row, int) and isinstance(col, int) and row % unit_r == 0 and col % unit_c == 0,
-        f"rule 'fractal alignment': insert offset ({row}, {col}) into {dst} must be a static multiple of "
-        f"({unit_r}, {unit_c})",
-    )
-    _need(
-        row + src.rows <= dst.padded[0] and col + src.cols <= dst.padded[1],
-        f"rule 'bounds': {src} at ({row}, {col}) does not fit {dst}",
-    )
+    execute = checked_offsets(*insert_window(dst, src, row, col))  # a run-time offset: a BOUNDS finding
     core_of(sub)
-    span_c = min(-(-src.cols // unit_c) * unit_c, dst.padded[1] - col)
-    nd = from_fractal(state.tile(dst), dst.fmt)
+    unit_c = dst.c0 if dst.fmt is Format.NZ else 1
+    span_c = -(-src.cols // unit_c) * unit_c  # whole fractal columns (zeros past the source's columns)
+    if static_int(col) is not None:
+        span_c = min(span_c, dst.padded[1] - col)
+    span_c = min(span_c, dst.padded[1])
+    old = state.tile(dst)
+    nd = from_fractal(old, dst.fmt)
     matrix = state.tile(src, sub)
     if src.fmt is Format.NZ:  # an Nz UB tile (NZ2NZ): its matrix, fractal by fractal
         matrix = from_fractal(matrix, src.fmt)[: src.rows, : src.cols]
     part = poison(pad_to(matrix, src.rows, span_c), racy_read(), state.options)
-    nd = jax.lax.dynamic_update_slice(nd, part.astype(nd.dtype), (row, col))
-    return state.with_tile(dst, to_fractal(nd, dst.fmt, dst.c0))
+    start = (jnp.asarray(row, jnp.int32), jnp.asarray(col, jnp.int32))
+    nd = jax.lax.dynamic_update_slice(nd, part.astype(nd.dtype), start)
+    return state.with_tile(dst, select(execute, to_fractal(nd, dst.fmt, dst.c0), old))
+
+
+def insert_window(dst: Tile, src: Tile, row, col):
+    """(offsets, their limits, their units) of an ``insert`` of ``src`` into ``dst`` at (row, col): inside ``dst``'s
+    padded shape, on its fractal grid."""
+    units = (16, dst.c0) if dst.fmt is Format.NZ else (1, 1)
+    return (row, col), (dst.padded[0] - src.rows, dst.padded[1] - src.cols), units
 
 
 def copy_l0c2ub(
