@@ -788,6 +788,29 @@ def _tile(shape, dtype, memory, addr, valid=None):
     return pl.make_tile(pl.TileType(shape=shape, dtype=dtype, target_memory=memory, valid_shape=valid), addr=addr)
 
 
+def _tail_tiles():
+    """A's and B's Mat, Left and Right tiles, the product's Acc tile and a Vec tile of half its rows (both with a
+    run-time valid shape)."""
+    return (
+        _tile([DUAL_M, DUAL_K], pl.DT_FP16, pl.MemorySpace.Mat, 0x0),
+        _tile([DUAL_K, DUAL_N], pl.DT_FP16, pl.MemorySpace.Mat, 0x4000),
+        _tile([DUAL_M, DUAL_K], pl.DT_FP16, pl.MemorySpace.Left, 0x0),
+        _tile([DUAL_K, DUAL_N], pl.DT_FP16, pl.MemorySpace.Right, 0x0),
+        _tile([DUAL_M, DUAL_N], pl.DT_FP32, pl.MemorySpace.Acc, 0x0, [-1, -1]),
+        _tile([DUAL_M // 2, DUAL_N], pl.DT_FP32, pl.MemorySpace.Vec, 0x0, [-1, -1]),
+    )
+
+
+def _operands_into_l0(a, b, a_mat, b_mat, left, right):
+    """GM ``a`` and ``b`` through L1 into L0A / L0B, each hand-off flagged (a helper the cube section calls)."""
+    pl.load(a_mat, a, [0, 0])
+    pl.load(b_mat, b, [0, 0])
+    _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+    pl.move(left, a_mat)
+    pl.move(right, b_mat)
+    _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+
+
 def _dual_split_m(overlap: int):
     """The cube moves a run-time ``sizes[0, 0]``-row tail of its product to both AIVs (DualModeSplitM); AIV0 stores
     its ceil(m / 2) rows at row 0, AIV1 its floor(m / 2) at row ceil(m / 2) - ``overlap``."""
@@ -795,21 +818,11 @@ def _dual_split_m(overlap: int):
     @pl.jit(auto_mutex=False)
     def dual_tail(a: pl.Tensor[[DUAL_M, DUAL_K], pl.DT_FP16], b: pl.Tensor[[DUAL_K, DUAL_N], pl.DT_FP16],
                   sizes: pl.Tensor[[1, 8], pl.DT_INT32], out: pl.Tensor[[DUAL_M, DUAL_N], pl.DT_FP32]):  # fmt: skip
-        a_mat = _tile([DUAL_M, DUAL_K], pl.DT_FP16, pl.MemorySpace.Mat, 0x0)
-        b_mat = _tile([DUAL_K, DUAL_N], pl.DT_FP16, pl.MemorySpace.Mat, 0x4000)
-        left = _tile([DUAL_M, DUAL_K], pl.DT_FP16, pl.MemorySpace.Left, 0x0)
-        right = _tile([DUAL_K, DUAL_N], pl.DT_FP16, pl.MemorySpace.Right, 0x0)
-        acc = _tile([DUAL_M, DUAL_N], pl.DT_FP32, pl.MemorySpace.Acc, 0x0, [-1, -1])
-        vec = _tile([DUAL_M // 2, DUAL_N], pl.DT_FP32, pl.MemorySpace.Vec, 0x0, [-1, -1])
+        a_mat, b_mat, left, right, acc, vec = _tail_tiles()
         m = sizes[0, 0]
         top = (m + 1) // 2
         with pl.section_cube():
-            pl.load(a_mat, a, [0, 0])
-            pl.load(b_mat, b, [0, 0])
-            _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
-            pl.move(left, a_mat)
-            pl.move(right, b_mat)
-            _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+            _operands_into_l0(a, b, a_mat, b_mat, left, right)
             pl.set_validshape(acc, [m, DUAL_N])
             pl.matmul(acc, left, right)
             pl.move(vec, acc, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM)
@@ -859,19 +872,9 @@ def single_tail(a: pl.Tensor[[DUAL_M, DUAL_K], pl.DT_FP16], b: pl.Tensor[[DUAL_K
                 sizes: pl.Tensor[[1, 8], pl.DT_INT32], out: pl.Tensor[[DUAL_M, DUAL_N], pl.DT_FP32]):  # fmt: skip
     """A run-time tail (``sizes[0, 0]`` rows, made a run-time value by a one-trip pl.range) of a 32-row product
     moved whole to AIV0's 16-row tile: it fits while the tail does."""
-    a_mat = _tile([DUAL_M, DUAL_K], pl.DT_FP16, pl.MemorySpace.Mat, 0x0)
-    b_mat = _tile([DUAL_K, DUAL_N], pl.DT_FP16, pl.MemorySpace.Mat, 0x4000)
-    left = _tile([DUAL_M, DUAL_K], pl.DT_FP16, pl.MemorySpace.Left, 0x0)
-    right = _tile([DUAL_K, DUAL_N], pl.DT_FP16, pl.MemorySpace.Right, 0x0)
-    acc = _tile([DUAL_M, DUAL_N], pl.DT_FP32, pl.MemorySpace.Acc, 0x0, [-1, -1])
-    vec = _tile([DUAL_M // 2, DUAL_N], pl.DT_FP32, pl.MemorySpace.Vec, 0x0, [-1, -1])
+    a_mat, b_mat, left, right, acc, vec = _tail_tiles()
     with pl.section_cube():
-        pl.load(a_mat, a, [0, 0])
-        pl.load(b_mat, b, [0, 0])
-        _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
-        pl.move(left, a_mat)
-        pl.move(right, b_mat)
-        _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+        _operands_into_l0(a, b, a_mat, b_mat, left, right)
         for i in pl.range(0, 1):
             pl.set_validshape(acc, [sizes[0, 0] + i, DUAL_N])
             pl.matmul(acc, left, right)
