@@ -183,6 +183,97 @@ def test_a_window_that_runs_past_its_dimension_is_refused():
         past_the_dimension(np.zeros((B, H, S, D), np.float32))
 
 
+# -- windows whose rows run along another dimension (order) ------------------------------------
+@pl.jit(auto_mutex=False)
+def scale_heads_bsnd(q: pl.Tensor[[B, S, H, D], pl.DT_FP32], o: pl.Tensor[[B, S, H, D], pl.DT_FP32],
+                     row: pl.Tensor[[D], pl.DT_FP32]):  # fmt: skip
+    t = pl.make_tile(_vec(S, D), addr=UB_A)
+    r = pl.make_tile(_vec(1, D), addr=UB_B)
+    with pl.section_vector():
+        pl.load(r, row, [0])
+        for b in pl.range(B):
+            for h in pl.range(H):
+                pl.load_tile(t, q, [b, 0, h, 0], order=[1, 3])  # one head's S rows, H * D elements apart
+                _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+                pl.expand_mul(t, t, r, dim=1)
+                _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+                pl.store(o, t, [b, 0, h, 0], order=[1, 3])
+                _sync(pl.PipeType.MTE3, pl.PipeType.MTE2, 0)
+
+
+def test_a_window_whose_rows_run_along_another_dimension_reads_and_writes_one_head():
+    q = RNG.standard_normal((B, S, H, D)).astype(np.float32)
+    row = RNG.standard_normal(D).astype(np.float32)
+    o = np.zeros_like(q)
+    result = scale_heads_bsnd(q, o, row)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(o, q * row, rtol=1e-6)  # every head of every batch, in place
+
+
+HD = 32  # a head's dimension in the cube's BSND kernel (a multiple of the fractal's 16)
+
+
+@pl.jit(auto_mutex=False)
+def scores_bsnd(q: pl.Tensor[[B, S, H, HD], pl.DT_FP16], k: pl.Tensor[[B, S, H, HD], pl.DT_FP16],
+                out: pl.Tensor[[B, H, S, S], pl.DT_FP32]):  # fmt: skip
+    q_mat = pl.make_tile(pl.TileType(shape=[S, HD], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat), addr=0)
+    k_mat = pl.make_tile(pl.TileType(shape=[HD, S], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Mat,
+                                     layout=pl.ZN), addr=0x4000)  # fmt: skip
+    left = pl.make_tile(pl.TileType(shape=[S, HD], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Left), addr=0)
+    right = pl.make_tile(pl.TileType(shape=[HD, S], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Right,
+                                     layout=pl.ZN), addr=0)  # fmt: skip
+    acc = pl.make_tile(pl.TileType(shape=[S, S], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Acc), addr=0)
+    with pl.section_cube():
+        for b in pl.range(B):
+            for h in pl.range(H):
+                pl.load(q_mat, q, [b, 0, h, 0], order=[1, 3])
+                pl.load(k_mat, k, [b, 0, h, 0], order=[3, 1])  # k's head transposed into the ZN tile
+                _sync(pl.PipeType.MTE2, pl.PipeType.MTE1, 0)
+                pl.move(left, q_mat)
+                pl.move(right, k_mat)
+                _sync(pl.PipeType.MTE1, pl.PipeType.M, 0)
+                pl.matmul(acc, left, right)
+                _sync(pl.PipeType.M, pl.PipeType.FIX, 0)
+                pl.store(out, acc, [b, h, 0, 0])
+                _sync(pl.PipeType.FIX, pl.PipeType.MTE2, 0)
+
+
+def test_a_head_transposed_into_a_zn_tile_gives_the_scores_of_q_and_k():
+    q = RNG.standard_normal((B, S, H, HD)).astype(np.float16)
+    k = RNG.standard_normal((B, S, H, HD)).astype(np.float16)
+    out = np.zeros((B, H, S, S), np.float32)
+    result = scores_bsnd(q, k, out)
+    assert result.ok, result.report()
+    expect = np.einsum("bshd,bthd->bhst", q.astype(np.float32), k.astype(np.float32))
+    np.testing.assert_allclose(out, expect, rtol=2e-3, atol=2e-3)
+
+
+@pl.jit(auto_mutex=False)
+def two_row_dimensions(q: pl.Tensor[[B, S, H, D], pl.DT_FP32]):
+    t = pl.make_tile(_vec(S, D), addr=UB_A)
+    with pl.section_vector():
+        pl.load(t, q, [0, 0, 0, 0], order=[1, 3])
+        pl.load(t, q, [0, 0, 0, 0])
+
+
+@pl.jit(auto_mutex=False)
+def columns_off_the_last_dimension(q: pl.Tensor[[B, S, H, D], pl.DT_FP32]):
+    t = pl.make_tile(_vec(S, H), addr=UB_A)
+    with pl.section_vector():
+        pl.load(t, q, [0, 0, 0, 0], order=[1, 2])
+
+
+def test_windows_of_one_tensor_along_two_row_dimensions_or_columns_off_its_last_are_refused():
+    line = two_row_dimensions.__wrapped__.__code__.co_firstlineno
+    q = np.zeros((B, S, H, D), np.float32)
+    with pytest.raises(
+        UnsupportedConstruct, match=rf"rule 'order'.*dimension 2 .*:{line + 5}\).*dimension 1 .*:{line + 4}"
+    ):
+        two_row_dimensions(q)
+    with pytest.raises(UnsupportedConstruct, match=r"rule 'order'.*columns along dimension 2.*last dimension \(3\)"):
+        columns_off_the_last_dimension(q)
+
+
 # -- ZN Mat tiles -----------------------------------------------------------------------------
 M, K, N = 32, 48, 16
 
@@ -764,20 +855,46 @@ def test_a_store_into_a_dt_hf8_tensor_writes_hifloat8_codes_of_the_product():
 
 
 @pl.jit(auto_mutex=False)
-def five_deep(out: pl.Tensor[[1, 8], pl.DT_INT32]):
+def eight_deep(out: pl.Tensor[[1, 256], pl.DT_INT32]):
     with pl.section_vector():
         for a in pl.range(0, 2):
             for b in pl.range(0, 2):
                 for c in pl.range(0, 2):
                     for d in pl.range(0, 2):
                         for e in pl.range(0, 2):
-                            out[0, 0] = a + b + c + d + e
+                            for f in pl.range(0, 2):
+                                for g in pl.range(0, 2):
+                                    for h in pl.range(0, 2):
+                                        index = ((((((a * 2 + b) * 2 + c) * 2 + d) * 2 + e) * 2 + f) * 2 + g) * 2 + h
+                                        out[0, index] = a + b + c + d + e + f + g + h
 
 
-def test_a_fifth_nested_loop_is_refused_naming_the_rule_and_line():
-    line = five_deep.__wrapped__.__code__.co_firstlineno + 8  # the first line of the fifth loop
-    with pytest.raises(NotImplementedError, match=rf"rule 'loop depth'.*loop 5.*test_pypto_constructs.py:{line}"):
-        five_deep(np.zeros((1, 8), np.int32))
+def test_loops_nest_eight_deep():
+    out = np.zeros((1, 256), np.int32)
+    result = eight_deep(out)
+    assert result.ok, result.report()
+    np.testing.assert_array_equal(out[0], [bin(i).count("1") for i in range(256)])
+
+
+@pl.jit(auto_mutex=False)
+def nine_deep(out: pl.Tensor[[1, 8], pl.DT_INT32]):
+    with pl.section_vector():
+        for a in pl.range(0, 2):
+            for b in pl.range(0, 2):
+                for c in pl.range(0, 2):
+                    for d in pl.range(0, 2):
+                        for e in pl.range(0, 2):
+                            for f in pl.range(0, 2):
+                                for g in pl.range(0, 2):
+                                    for h in pl.range(0, 2):
+                                        for i in pl.range(0, 2):
+                                            out[0, 0] = a + b + c + d + e + f + g + h + i
+
+
+def test_a_ninth_nested_loop_is_refused_naming_the_rule_and_line():
+    line = nine_deep.__wrapped__.__code__.co_firstlineno + 12  # the ninth loop's body, where it is recorded
+    with pytest.raises(NotImplementedError, match=rf"rule 'loop depth'.*loop 9.*test_pypto_constructs.py:{line}"):
+        nine_deep(np.zeros((1, 8), np.int32))
 
 
 # -- a run-time tail split between the AIVs --------------------------------------------------------

@@ -43,8 +43,8 @@ ITERATION_US_ESTIMATE = 10
 #: Most bytes the data plane's branches on a traced predicate may write for it to run both and select: a select of
 #: a few tiles costs less than a conditional (the flash attention's pipeline stages: 17 % of its run on a CPU).
 SELECT_MAX_BYTES = 256 * 1024
-#: How deep ``Program.range`` loops may nest.
-MAX_LOOP_DEPTH = 4
+#: How deep ``Program.range`` loops may nest (an instance keeps one index per level; eight hold an 8-D tensor's loops).
+MAX_LOOP_DEPTH = 8
 
 
 #: Instructions whose only effect is on the sync hardware: the data plane skips them.

@@ -16,9 +16,10 @@ import inspect
 import numpy as np
 
 from ..core import _dtypes as dtypes
+from ..front._sites import locate
 from ..front._tracing import record_kernel
 from ..front.pypto import GmTensor, Runtime, TensorSpec, Translation, UnsupportedConstruct
-from ..front.pypto._gm_tensor import GM_CONTENTS, GM_WRITES, view_2d
+from ..front.pypto._gm_tensor import GM_CONTENTS, GM_WRITES, ViewSplit
 from ..front.pypto._types import DYNAMIC, dtype_name
 from ..front.pypto.language import AUTO_MUTEX
 from ..runner import launch, run
@@ -161,39 +162,56 @@ class JitKernel:
         return arrays, scalars, given
 
     def program(self, arrays: dict, scalars: dict, block_dim: int | None, tiling_key: dict | None = None):
-        """The kernel as a function of a ``Program`` for these shapes and values (and tiling key), and the tensors
-        it stores to."""
+        """The kernel as a function of a ``Program`` for these shapes and values (and tiling key), the tensors it
+        stores to, and the 2-D view each GM tensor is held in."""
         shapes = tuple((n, a.shape, str(a.dtype)) for n, a in arrays.items())
         key = (shapes, repr(sorted(scalars.items())), block_dim, repr(sorted((tiling_key or {}).items())))
         if key not in self._programs:
-            declared = {name: dtype_name(spec.dtype) for name, spec in self.tensor_specs.items()}
-            handles = {name: GmTensor(name, tuple(a.shape), declared[name]) for name, a in arrays.items()}
-            views = {name: (view_2d(a.shape), a.dtype) for name, a in arrays.items()}
-            translation, auto_mutex = self.translation, self.auto_mutex
-
-            def kernel(k):
-                token = AUTO_MUTEX.set(auto_mutex)
+            splits, first = {}, {}
+            while True:  # a window whose rows run along another dimension splits its tensor there, once
                 try:
-                    Runtime(translation, constants=tiling_key).run({**handles, **scalars})
-                finally:
-                    AUTO_MUTEX.reset(token)
-
-            kernel.__name__ = kernel.__qualname__ = self.fn.__name__
-            writes: set = set()
-            token = GM_WRITES.set(writes)
-            contents = GM_CONTENTS.set({name: a.reshape(views[name][0]) for name, a in arrays.items()})
-            try:  # one recording with every tensor writable tells which ones the kernel stores to
-                block = None if block_dim is None else {"block_idx": np.int32(0), "block_num": block_dim}
-                record_kernel(kernel, {}, views, chip=self.chip, block=block)
-            except (ValueError, TypeError) as exc:  # a check refused the kernel as it was read: a parse error
-                if isinstance(exc, ParserError):
-                    raise
-                raise ParserSyntaxError(str(exc)) from exc
-            finally:
-                GM_WRITES.reset(token)
-                GM_CONTENTS.reset(contents)
-            self._programs[key] = (kernel, frozenset(writes))
+                    self._programs[key] = self._record(arrays, scalars, block_dim, tiling_key, splits)
+                    break
+                except ViewSplit as need:
+                    locate(need)
+                    if need.name in splits:
+                        raise UnsupportedConstruct(
+                            f"rule 'order': {need}, after {first[need.name]}: ascjax holds a GM tensor as one 2-D "
+                            "view, so its windows' rows run along one dimension"
+                        ) from None
+                    splits[need.name], first[need.name] = need.split, str(need)
         return self._programs[key]
+
+    def _record(self, arrays: dict, scalars: dict, block_dim: int | None, tiling_key: dict | None, splits: dict):
+        """``program``'s kernel with each GM tensor split as ``splits`` says, recorded once with every tensor
+        writable to learn which ones it stores to."""
+        declared = {name: dtype_name(spec.dtype) for name, spec in self.tensor_specs.items()}
+        handles = {n: GmTensor(n, tuple(a.shape), declared[n], splits.get(n)) for n, a in arrays.items()}
+        views = {name: (handles[name].view, a.dtype) for name, a in arrays.items()}
+        translation, auto_mutex = self.translation, self.auto_mutex
+
+        def kernel(k):
+            token = AUTO_MUTEX.set(auto_mutex)
+            try:
+                Runtime(translation, constants=tiling_key).run({**handles, **scalars})
+            finally:
+                AUTO_MUTEX.reset(token)
+
+        kernel.__name__ = kernel.__qualname__ = self.fn.__name__
+        writes: set = set()
+        token = GM_WRITES.set(writes)
+        contents = GM_CONTENTS.set({name: a.reshape(views[name][0]) for name, a in arrays.items()})
+        try:
+            block = None if block_dim is None else {"block_idx": np.int32(0), "block_num": block_dim}
+            record_kernel(kernel, {}, views, chip=self.chip, block=block)
+        except (ValueError, TypeError) as exc:  # a check refused the kernel as it was read: a parse error
+            if isinstance(exc, ParserError):
+                raise
+            raise ParserSyntaxError(str(exc)) from exc
+        finally:
+            GM_WRITES.reset(token)
+            GM_CONTENTS.reset(contents)
+        return kernel, frozenset(writes), {name: view for name, (view, _) in views.items()}
 
     def outputs(self, *args, block_dim: int | None = None, tiling_key: dict | None = None, **kwargs) -> frozenset:
         """The tensors the kernel stores to when called with these arguments (its outputs)."""
@@ -202,10 +220,10 @@ class JitKernel:
 
     def _launch(self, block_dim: int | None, args: tuple, kwargs: dict, tiling_key: dict | None = None):
         arrays, scalars, given = self.arrays(args, kwargs)
-        kernel, written = self.program(arrays, scalars, block_dim, tiling_key)
+        kernel, written, views = self.program(arrays, scalars, block_dim, tiling_key)
         # an output passed holding data starts from it (what the kernel does not store keeps it, as on the device)
-        inputs = {n: a.reshape(view_2d(a.shape)) for n, a in arrays.items() if n not in written or np.any(a != 0)}
-        outputs = {n: (view_2d(a.shape), a.dtype) for n, a in arrays.items() if n in written}
+        inputs = {n: a.reshape(views[n]) for n, a in arrays.items() if n not in written or np.any(a != 0)}
+        outputs = {n: (views[n], a.dtype) for n, a in arrays.items() if n in written}
         if block_dim is None:
             result = run(kernel, inputs, outputs, chip=self.chip)
         else:

@@ -207,9 +207,10 @@ def make_tile_group(*, type, addrs, mutex_ids=None, depth=None, fwd_ids=None, bw
 
 
 # -- data movement ----------------------------------------------------------------------
-def _order(order, what: str, tensor, tile) -> None:
-    """Check ``order``, the tensor dimensions a tile's rows and columns run along: the last two in order
-    (row-major), or reversed into a ZN Mat tile (a transposed load, which lands the transpose's Nz image)."""
+def _order(order, what: str, tensor, tile) -> tuple | None:
+    """The tensor dimensions a tile window's rows and columns run along, from ``order``: ascending (the last two
+    when ``order`` is None), or descending into a ZN Mat tile (a transposed load, which lands the transpose's Nz
+    image, so its GM window is the ascending pair's)."""
     rank = len(tensor.shape) if isinstance(tensor, GmTensor) else 2
     if what == "store" and order is not None and list(order) != sorted(order):
         raise ValueError(
@@ -217,46 +218,57 @@ def _order(order, what: str, tensor, tile) -> None:
             f"the tensor's dimensions in their order; only a load transposes), got order={list(order)}"
         )
     straight = [builtins.max(rank - 2, 0), rank - 1][-builtins.min(rank, 2) :]
-    transposed = order is not None and rank >= 2 and list(order) == straight[::-1]
-    if _tiles.is_zn(tile):
-        if not transposed:
-            raise UnsupportedConstruct(
-                f"rule 'order': pl.{what} into ZN Mat tile {tile} is a transposed load: give order={straight[::-1]} "
-                "(a ZN load without it is not modelled)"
-            )
-        return
-    if order is not None and list(order) != straight:
+    axes = straight if order is None else [int(a) for a in order]
+    if len(axes) != len(straight) or len(set(axes)) != len(axes) or not all(0 <= a < rank for a in axes):
+        raise ValueError(
+            f"rule 'order': pl.{what}'s order names {len(straight)} distinct dimensions of {tensor} (rank {rank}) "
+            f"for the tile's rows and columns, got order={list(order)}"
+        )
+    transposed = len(axes) == 2 and axes[0] > axes[1]
+    if _tiles.is_zn(tile) and not transposed:
+        raise UnsupportedConstruct(
+            f"rule 'order': pl.{what} into ZN Mat tile {tile} is a transposed load: give order={sorted(axes)[::-1]} "
+            "(a ZN load without it is not modelled)"
+        )
+    if transposed and not _tiles.is_zn(tile):
         raise UnsupportedConstruct(
             f"rule 'order': pl.{what}(..., order={list(order)}) (a transposed GM view) is modelled into a ZN Mat "
             f"tile (pl.TileType(..., target_memory=pl.MemorySpace.Mat, layout=pl.ZN)), and {tile} is not one"
         )
+    return tuple(sorted(axes)) if len(axes) == 2 else None
 
 
-def _window(tensor, offsets, tile, what: str) -> tuple:
-    """The (row, col) of a tile window at element ``offsets`` of a GM tensor of any rank (its 2-D view's)."""
+def _window(tensor, offsets, tile, what: str, axes: tuple | None) -> tuple:
+    """The (row, col) of a tile window at element ``offsets`` of a GM tensor of any rank (its 2-D view's), its rows
+    and columns along dimensions ``axes``."""
     if not isinstance(tensor, GmTensor):
         return tuple(offsets)
-    return tensor.offsets_2d(offsets, tile.rows, what)
+    return tensor.offsets_2d(offsets, tile.rows, what, axes)
 
 
-def _in_tiles(tile_offsets, tile) -> tuple:
-    """Element offsets of ``tile_offsets`` counted in tiles on the last two dimensions (elements before them)."""
-    tile_offsets = tuple(tile_offsets)
-    if len(tile_offsets) == 1:
-        return (tile_offsets[0] * tile.cols,)
-    return (*tile_offsets[:-2], tile_offsets[-2] * tile.rows, tile_offsets[-1] * tile.cols)
+def _in_tiles(tile_offsets, tile, order) -> tuple:
+    """Element offsets of ``tile_offsets`` counted in tiles along the dimensions the tile's rows and columns run
+    (``order``'s, the last two when it is None; elements on the others)."""
+    offsets = list(tile_offsets)
+    if len(offsets) == 1:
+        return (offsets[0] * tile.cols,)
+    pair = order is not None and len(order) == 2 and all(0 <= int(a) < len(offsets) for a in order)
+    row_axis, col_axis = sorted(int(a) for a in order) if pair else (len(offsets) - 2, len(offsets) - 1)
+    offsets[row_axis] = offsets[row_axis] * tile.rows
+    offsets[col_axis] = offsets[col_axis] * tile.cols
+    return tuple(offsets)
 
 
 def load(dst_tile, src_tensor, offsets=(0, 0), *, order=None):
     """GM -> L1 (ND -> Nz) or GM -> UB (MTE2) at element ``offsets`` (one per dimension; traced allowed)."""
-    _order(order, "load", src_tensor, dst_tile)
-    window = _window(src_tensor, offsets, dst_tile, "load")
+    axes = _order(order, "load", src_tensor, dst_tile)
+    window = _window(src_tensor, offsets, dst_tile, "load", axes)
     _pl.load(dst_tile, _gm(src_tensor, "load"), window, valid=_tiles.valid(dst_tile, placed=True))
 
 
 def load_tile(dst_tile, src_tensor, tile_offsets, *, order=None):
-    """``load`` with the last two offsets in units of the tile's shape."""
-    load(dst_tile, src_tensor, _in_tiles(tile_offsets, dst_tile), order=order)
+    """``load`` with the offsets along the tile's rows and columns in units of its shape."""
+    load(dst_tile, src_tensor, _in_tiles(tile_offsets, dst_tile, order), order=order)
 
 
 def _scale(scale):
@@ -276,17 +288,17 @@ HIF8_STORE_MODE = "QF322HIF8_PRE"
 def store(dst_tensor, src_tile, offsets=(0, 0), *, relu_pre_mode=None, scale=None, order=None, atomic=None,
           phase=None):  # fmt: skip
     """L0C -> GM (FIX, ``phase`` = STPhase) or UB -> GM (MTE3) at element ``offsets`` (one per dimension)."""
-    _order(order, "store", dst_tensor, src_tile)
+    axes = _order(order, "store", dst_tensor, src_tile)
     _written(dst_tensor)
     hif8 = isinstance(dst_tensor, GmTensor) and dst_tensor.dtype == "hifloat8" and src_tile.buffer is Buffer.L0C
-    _pl.store(_gm(dst_tensor, "store"), src_tile, _window(dst_tensor, offsets, src_tile, "store"), phase=phase,
+    _pl.store(_gm(dst_tensor, "store"), src_tile, _window(dst_tensor, offsets, src_tile, "store", axes), phase=phase,
               relu=bool(relu_pre_mode), scale=_scale(scale), atomic=atomic, valid=_tiles.valid(src_tile),
               quant_mode=HIF8_STORE_MODE if hif8 else None)  # fmt: skip
 
 
 def store_tile(dst_tensor, src_tile, tile_offsets, **kwargs):
-    """``store`` with the last two offsets in units of the tile's shape."""
-    store(dst_tensor, src_tile, _in_tiles(tile_offsets, src_tile), **kwargs)
+    """``store`` with the offsets along the tile's rows and columns in units of its shape."""
+    store(dst_tensor, src_tile, _in_tiles(tile_offsets, src_tile, kwargs.get("order")), **kwargs)
 
 
 def setval(container, offset, value) -> None:
