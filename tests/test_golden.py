@@ -95,6 +95,7 @@ def test_seeded_golden_data_is_described_and_reproducible(tmp_path, capsys):
     assert capsys.readouterr().out.strip().splitlines() == [
         f"as float32 64x64, out (ND) from {jit_dir / 'manifest.json'}",
         "max abs 0.0e+00  max rel 0.0e+00  outside tol 0 / 4096  PASS",
+        f"  tolerance atol 1e-05, rtol 0 from {jit_dir / 'manifest.json'}",  # the case's, recorded in the manifest
     ]
     assert main(["compare", out_bin, out_npy]) == 0  # the manifest beside out.bin gives dtype and shape
 
@@ -151,13 +152,16 @@ def test_compare_reports_a_perturbation(tmp_path, capsys):
     r = compare_files(tmp_path / "want.npy", actual, "float32")
     assert not r.passed and r.mismatches == 2 and r.size == 6 and r.share == pytest.approx(1 / 3)
     assert r.max_abs == 0.5 and r.max_rel == 2**-10
-    assert r.first == [((0, 1), 2.0, 2.001953125), ((1, 0), 0.0, 0.5)]
+    # largest error first; ulps: 0.5 over float32's smallest subnormal 2^-149 at 0, 2^-9 over 2^-22 at 2
+    assert r.worst == [((1, 0), 0.0, 0.5, 0.5, 2.0**148), ((0, 1), 2.0, 2.001953125, 2**-9, 2.0**13)]
     flat = compare_files(_bin(tmp_path / "want.bin", want, "float32"), actual, "float32")
-    assert [i for i, _, _ in flat.first] == [1, 3] and flat.shape is None
+    assert [m.index for m in flat.worst] == [3, 1] and flat.shape is None
     assert main(["compare", str(tmp_path / "want.bin"), actual, "--dtype", "float32", "--shape", "2,3"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "max abs 5.0e-01  max rel 9.8e-04  outside tol 2 / 6  FAIL"
-    assert "at [0, 1]: expected 2, actual 2.00195" in lines[2] and "at [1, 0]: expected 0, actual 0.5" in lines[3]
+    assert lines[1] == "  tolerance atol 1e-06, rtol 1e-05 (float32 default)"
+    assert lines[3] == "  at [1, 0]: expected 0, actual 0.5, error 0.5 = 3.57e+44 ulp"
+    assert lines[4] == "  at [0, 1]: expected 2, actual 2.00195, error 0.00195 = 8.19e+03 ulp"
     loose = ["--atol", "0.5", "--rtol", "1e-3"]
     assert main(["compare", str(tmp_path / "want.bin"), actual, "--dtype", "float32", *loose]) == 0
 
@@ -172,11 +176,11 @@ def test_compare_defaults_bf16_and_integers(tmp_path):
         np.save(tmp_path / f"{name}.npy", arr)  # ml_dtypes arrays load back as raw V2
     assert compare_files(tmp_path / "want.npy", tmp_path / "near.npy", "bf16").passed
     r = compare_files(tmp_path / "want.npy", tmp_path / "far.npy", "bf16")
-    assert (r.rtol, r.atol, r.mismatches, r.first) == (8e-3, 8e-3, 1, [((2,), 1.0, 1.03125)])
+    assert (r.rtol, r.atol, r.mismatches, r.worst) == (8e-3, 8e-3, 1, [((2,), 1.0, 1.03125, 2**-5, 4.0)])
     a = _bin(tmp_path / "a.bin", [1, -2, 3, 127], "int8")
     b = _bin(tmp_path / "b.bin", [1, -1, 3, 127], "int8")
     r = compare_files(a, b, "int8")
-    assert (r.mismatches, r.max_abs, r.max_rel, r.first) == (1, 1.0, 0.5, [(1, -2.0, -1.0)])
+    assert (r.mismatches, r.max_abs, r.max_rel, r.worst) == (1, 1.0, 0.5, [(1, -2.0, -1.0, 1.0, 1.0)])  # ulp 1
     assert compare_files(a, a, "int8").passed
     four = _bin(tmp_path / "four.bin", np.array([1, -2, 3, 7], ml_dtypes.int4), "int4")  # packed: 2 bytes
     assert compare_files(four, four, "int4").size == 4
@@ -201,7 +205,7 @@ def test_compare_nan_matches_only_nan(tmp_path):
     want = _bin(tmp_path / "want.bin", [nan, 1.0, nan, 2.0, inf], "float32")
     got = _bin(tmp_path / "got.bin", [nan, nan, 1.0, 2.0, inf], "float32")
     r = compare_files(want, got, "float32")
-    assert r.mismatches == 2 and [i for i, _, _ in r.first] == [1, 2]
+    assert r.mismatches == 2 and [m.index for m in r.worst] == [1, 2]
     assert math.isnan(r.max_abs) and math.isnan(r.max_rel)  # a NaN on one side: the headline error is not 0
     assert (r.nan_actual, r.inf_actual, r.nan_expected, r.inf_expected) == (2, 1, 2, 1)
     assert "actual holds 2 NaN and 1 inf; expected holds 2 NaN and 1 inf" in str(r) and "max abs nan" in str(r)
@@ -230,7 +234,7 @@ def test_compare_takes_dtype_shape_and_layout_from_the_manifest(tmp_path, capsys
     want = _golden_folder(tmp_path / "golden", [1.0, 2.0, 3.0, 4.0])
     device = _bin(tmp_path / "out.bin", [1.0, 2.0, 3.0, 5.0], "float32")
     r = compare_files(want, device)  # no dtype: the manifest beside the golden file says float32, 2 x 2
-    assert (r.dtype, r.shape, r.first) == ("float32", (2, 2), [((1, 1), 4.0, 5.0)])
+    assert (r.dtype, r.shape, r.worst) == ("float32", (2, 2), [((1, 1), 4.0, 5.0, 1.0, 2.0**21)])  # ulp(4) 2^-21
     assert r.source == f"out (ND) from {tmp_path / 'golden' / 'manifest.json'}"
     assert main(["compare", str(want), device]) == 1
     assert capsys.readouterr().out.startswith("as float32 2x2, out (ND) from ")

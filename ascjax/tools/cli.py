@@ -162,7 +162,7 @@ def _cmd_compare(args) -> int:
     result = compare_files(
         args.expected, args.actual, args.dtype, rtol=args.rtol, atol=args.atol, shape=shape, manifest=args.manifest
     )
-    print(result)
+    print(json.dumps(result.to_dict(), allow_nan=False) if args.json else result)
     return 0 if result.passed else 1
 
 
@@ -308,9 +308,14 @@ def main(argv=None) -> int:
     p_cmp.add_argument(
         "--manifest", default=None, help="golden manifest naming the tensor (default: manifest.json beside a file)"
     )
-    p_cmp.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: the dtype's)")
-    p_cmp.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: the dtype's)")
+    p_cmp.add_argument(
+        "--rtol", type=float, default=None, help="relative tolerance (default: the manifest's, else the dtype's)"
+    )
+    p_cmp.add_argument(
+        "--atol", type=float, default=None, help="absolute tolerance (default: the manifest's, else the dtype's)"
+    )
     p_cmp.add_argument("--shape", metavar="64,64", default=None, help="shape of .bin files, for element coordinates")
+    p_cmp.add_argument("--json", action="store_true", help="print the mismatch statistics as one JSON object")
     p_cmp.set_defaults(func=_cmd_compare)
     p_sweep = sub.add_parser("sweep", help="run a grid of scenarios of one case as one compiled vmap")
     p_sweep.add_argument("target", metavar="FILE::CASE")

@@ -3,7 +3,8 @@
 A device test harness loads ``NAME.bin`` into GM as is and compares what the kernel writes with
 the ``.bin`` of each output (``python -m ascjax compare``). The files depend only on the case
 and its seed: no timestamps, sorted JSON keys, so rewriting them changes no byte (jit or not).
-See ``docs/golden.md``.
+A set is written into a temporary folder beside its target and renamed into place, so an
+interrupted run leaves the old set whole or none, never a mix. See ``docs/golden.md``.
 """
 
 from __future__ import annotations
@@ -13,17 +14,24 @@ import io
 import json
 import os
 import re
+import secrets
+import shutil
 
 import numpy as np
 
 from ..core import Verdict
 from ..core import _dtypes as dtypes
 from ..core.formats.device_bytes import to_device_bytes
+from . import _manifest
 from ._case import Case, build_case, run_case, split_target
 from ._manifest import MANIFEST
 from .compare import TOLERANCES
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+#: name prefix of the folders a write keeps beside its target: the new set, then the old one moved aside
+TEMP_PREFIX = ".golden-"
+#: random bytes in a temporary folder's name
+_TEMP_TOKEN_BYTES = 8
 
 
 def _declared_dtype(spec) -> str:
@@ -73,7 +81,8 @@ def write_golden(case: str | Case, out_dir, *, seed: int | None = None, jit: boo
     Writes ``NAME.bin`` (device bytes: little-endian, 4-bit types packed two per byte) and
     ``NAME.npy`` for every GM input and output, then ``manifest.json``; returns the manifest.
     Refuses (ValueError) when the verdict is not OK or the outputs miss the case's reference:
-    golden data of a broken kernel is useless.
+    golden data of a broken kernel is useless. The set replaces ``out_dir`` whole (written beside
+    it, then renamed into place); an ``out_dir`` holding anything but a golden set is refused.
     """
     target, c = _resolve(case, seed)
     if result is None:
@@ -102,13 +111,10 @@ def write_golden(case: str | Case, out_dir, *, seed: int | None = None, jit: boo
                 f"GM tensor {name!r} cannot name a file: golden data needs names of letters, digits, '_', '.', '-' "
                 f"(not {os.path.splitext(MANIFEST)[0]!r}): rename it in the case"
             )
-    os.makedirs(out_dir, exist_ok=True)
-    entries = []
+    files, entries = [], []
     for role, name, array, dtype in tensors:
         raw, npy = to_device_bytes(array, dtype), _npy_bytes(array)
-        for suffix, data in ((".bin", raw), (".npy", npy)):
-            with open(os.path.join(out_dir, name + suffix), "wb") as f:
-                f.write(data)
+        files += [(name + ".bin", raw), (name + ".npy", npy)]
         entries.append(
             {
                 "name": name,
@@ -127,13 +133,101 @@ def write_golden(case: str | Case, out_dir, *, seed: int | None = None, jit: boo
         "chip": str(c.chip),
         "seed": seed,
         "verdict": rep.verdict.label,
-        "tolerance": {
-            "atol": c.atol,
-            "rtol": c.rtol,
+        "tolerance": {  # the case's tolerance against its reference (none: compare uses the dtype's default)
+            "atol": None if c.reference is None else c.atol,
+            "rtol": None if c.reference is None else c.rtol,
             "compare_default": {d: {"rtol": TOLERANCES[d][0], "atol": TOLERANCES[d][1]} for d in out_dtypes},
         },
         "tensors": entries,
     }
-    with open(os.path.join(out_dir, MANIFEST), "w", encoding="utf-8", newline="\n") as f:
-        f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    files.append((MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")))
+    _replace_set(out_dir, files)
     return manifest
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """Write one file of a golden set (its own function, so that a test can interrupt a write)."""
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _make_temp_folder(parent: str, kind: str) -> str:
+    """A new, empty folder in ``parent`` named ``TEMP_PREFIX`` + ``kind`` + random hex (the umask's mode)."""
+    while True:
+        path = os.path.join(parent, f"{TEMP_PREFIX}{kind}-{secrets.token_hex(_TEMP_TOKEN_BYTES)}")
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+
+
+def _check_replaceable(out_dir: str) -> None:
+    """Refuse (ValueError) to replace a folder holding anything but a golden set: it is the user's data."""
+    if not os.path.isdir(out_dir):
+        raise NotADirectoryError(f"{out_dir} exists and is not a folder: give --out a folder for the golden set")
+    present = sorted(os.listdir(out_dir))
+    if not present:
+        return
+    manifest = os.path.join(out_dir, MANIFEST)
+    try:
+        listed = {MANIFEST} | {os.path.basename(path) for path, _, _ in _manifest.set_files(manifest)}
+        why = f"a file its {MANIFEST} lists"
+    except (OSError, ValueError):
+        listed, why = set(), f"part of a golden set (the folder has no readable {MANIFEST})"
+    stray = next((name for name in present if name not in listed), None)
+    if stray is not None:
+        raise ValueError(
+            f"{out_dir} holds {stray}, which is not {why}: golden replaces a golden set only, so nothing "
+            "was written; give --out a new folder or move the file"
+        )
+
+
+def _replace_set(out_dir, files: list[tuple[str, bytes]]) -> None:
+    """Write ``files`` (name, bytes) as the folder ``out_dir``, all or nothing.
+
+    They go into a temporary folder beside ``out_dir``, which is renamed into place; an existing
+    golden set is first renamed aside and deleted once the new one is in place.
+    """
+    target = os.path.realpath(os.fspath(out_dir))
+    parent = os.path.dirname(target)
+    if os.path.lexists(target):
+        _check_replaceable(target)
+        cwd = os.path.realpath(os.getcwd())
+        if cwd == target or cwd.startswith(target + os.sep):
+            raise ValueError(
+                f"{target} holds the current folder, which replacing the set would delete: give --out a folder "
+                "other than the current one or a parent of it"
+            )
+    os.makedirs(parent, exist_ok=True)
+    fresh = _make_temp_folder(parent, "new")
+    old = None
+    try:
+        for name, data in files:
+            _write_file(os.path.join(fresh, name), data)
+        if os.path.lexists(target):
+            old = _make_temp_folder(parent, "old")
+            os.replace(target, old)  # onto the empty folder just made
+        os.rename(fresh, target)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        if old is not None and not os.path.lexists(target):
+            os.rename(old, target)  # the old set back in place
+        elif old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def verify_golden(folder) -> dict:
+    """Check every file a golden folder's manifest lists (``.bin`` and ``.npy``) against its sha256 sums.
+
+    Returns the manifest; raises ValueError naming the first missing or mismatching file, so a set
+    mixed from two runs (say a file from another seed) is never used.
+    """
+    manifest = os.path.join(os.fspath(folder), MANIFEST)
+    if not os.path.isfile(manifest):
+        raise FileNotFoundError(f"no {MANIFEST} in {os.fspath(folder)}: not a golden folder")
+    _manifest.verify(manifest, complete=True)
+    return _manifest.read(manifest)
