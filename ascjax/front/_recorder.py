@@ -390,7 +390,9 @@ def _write_region(a: dict, tile: Tile):
     src = a.get("src")
     if tile.buffer is Buffer.L1 and isinstance(src, Tile) and src.buffer is Buffer.UB:  # insert at (row, col)
         return a["row"], src.rows, a["col"], src.cols
-    if "dst_row" in a and "dst_col" in a and isinstance(src, str):  # copy_gm2l1 into part of the tile
+    placed = not all(v is None or isinstance(v, (int, np.integer)) and v == 0
+                     for v in (a.get(k) for k in ("dst_row", "dst_col", "rows", "cols")))  # fmt: skip
+    if "dst_row" in a and "dst_col" in a and isinstance(src, str) and placed:  # copy_gm2l1 into part of the tile
         row, col = a["dst_row"], a["dst_col"]
         rows = tile.rows - row if a.get("rows") is None else a["rows"]
         cols = tile.cols - col if a.get("cols") is None else a["cols"]

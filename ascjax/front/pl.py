@@ -112,6 +112,7 @@ def section_vector(body):
 
 
 def get_subblock_idx() -> int:
+    """The current AIV's index (0 or 1); an error on the cube core."""
     return current().get_subblock_idx()
 
 
@@ -258,9 +259,11 @@ def store(dst: str, src, offsets=(0, 0), *, phase=None, relu: bool = False, scal
     getattr(k, instr.name)(dst, src, row=row, col=col, atomic=add, **_sizes(valid, src))
 
 
-def store_tile(dst: str, src, tile_offsets=(0, 0), **kwargs):
+def store_tile(dst: str, src, tile_offsets=(0, 0), *, phase=None, relu: bool = False, scale=None, atomic=None,
+               valid=None, quant_mode=None):  # fmt: skip
     """``store`` with offsets in units of the tile's shape."""
-    store(dst, src, (tile_offsets[0] * src.rows, tile_offsets[1] * src.cols), **kwargs)
+    store(dst, src, (tile_offsets[0] * src.rows, tile_offsets[1] * src.cols), phase=phase, relu=relu, scale=scale,
+          atomic=atomic, valid=valid, quant_mode=quant_mode)  # fmt: skip
 
 
 def move(dst, src, offset=None, *, acc_to_vec_mode=None, phase=None, relu: bool = False, transpose: bool = False,

@@ -139,10 +139,12 @@ def _tail_gm2l1(state: State, dst: Tile, g, row, col, rows, cols) -> State:
     return write_tile(state, dst, to_fractal(jnp.where(written, data, nd), dst.fmt, dst.c0), True, racy_read())
 
 
-def copy_gm2l1_nd2nz(state: State, dst: Tile, src: str, **kwargs) -> State:
+def copy_gm2l1_nd2nz(
+    state: State, dst: Tile, src: str, *, row=0, col=0, rows=None, cols=None, dst_row: int = 0, dst_col: int = 0
+) -> State:
     """``asc_copy_gm2l1_nd2nz``: ``copy_gm2l1`` into an Nz tile."""
     _need(dst.fmt is Format.NZ, f"copy_gm2l1_nd2nz writes Nz, but {dst} is {dst.fmt}")
-    return copy_gm2l1(state, dst, src, **kwargs)
+    return copy_gm2l1(state, dst, src, row=row, col=col, rows=rows, cols=cols, dst_row=dst_row, dst_col=dst_col)
 
 
 def _window(state, src: Tile, shape, need, row, col):
