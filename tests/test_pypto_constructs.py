@@ -7,6 +7,8 @@ refusal names its rule.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -326,6 +328,83 @@ def zn_without_order(b_t: pl.Tensor[[N, K], pl.DT_FP16]):
 def test_a_zn_mat_tile_loaded_without_the_transposed_order_is_refused():
     with pytest.raises(UnsupportedConstruct, match=r"rule 'order'.*give order=\[1, 0\]"):
         zn_without_order(np.zeros((N, K), np.float16))
+
+
+# -- loops whose bounds are run-time values ---------------------------------------------------------
+WORK_ROWS = 12
+#: per block (a vector-only kernel runs one AIV a block): the rows [start, stop) it scales; block 3's range is
+#: empty, and row 4 and rows 8.. are no one's
+WORK = np.array([[0, 3], [3, 4], [5, 8], [8, 8]], np.int32)
+
+
+def _scale_row(x, out, tile, row):
+    pl.load(tile, x, [row, 0])
+    _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+    pl.mul(tile, tile, 2.0)
+    _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+    pl.store(out, tile, [row, 0])
+    _sync(pl.PipeType.MTE3, pl.PipeType.MTE2, 0)
+
+
+@pl.jit(auto_mutex=False)
+def scale_work_ranges(x: pl.Tensor[[WORK_ROWS, COLS], pl.DT_FP32], work: pl.Tensor[[4, 2], pl.DT_INT32],
+                      out: pl.Tensor[[WORK_ROWS, COLS], pl.DT_FP32]):  # fmt: skip
+    t = pl.make_tile(_vec(1, COLS), addr=UB_A)
+    with pl.section_vector():
+        core = pl.get_block_idx()
+        for row in pl.range(work[core, 0], work[core, 1]):  # bounds read from GM: within the contents' [0, 8]
+            _scale_row(x, out, t, row)
+
+
+def test_a_loop_between_bounds_read_from_an_input_runs_each_core_s_range():
+    x = RNG.standard_normal((WORK_ROWS, COLS)).astype(np.float32)
+    out = np.zeros_like(x)
+    with warnings.catch_warnings():  # a tensor the kernel reads by scalar reads alone is used, not misspelt
+        warnings.simplefilter("error", aj.UnusedInputWarning)
+        result = scale_work_ranges[None, len(WORK)](x, WORK, out)
+    assert result.ok, result.report()
+    mine = np.zeros(WORK_ROWS, bool)
+    for start, stop in WORK:
+        mine[start:stop] = True
+    np.testing.assert_array_equal(out[mine], 2 * x[mine])
+    np.testing.assert_array_equal(out[~mine], 0)
+
+
+@pl.jit(auto_mutex=False)
+def scale_in_chunks(x: pl.Tensor[[WORK_ROWS, COLS], pl.DT_FP32], out: pl.Tensor[[WORK_ROWS, COLS], pl.DT_FP32]):
+    t = pl.make_tile(_vec(1, COLS), addr=UB_A)
+    with pl.section_vector():
+        if pl.get_subblock_idx() == 0:
+            for chunk in pl.range(0, 3):
+                rows = pl.min(4, 10 - chunk * 4)  # 4, 4, then a tail of 2: at most 4
+                for r in pl.range(0, rows):
+                    _scale_row(x, out, t, chunk * 4 + r)
+
+
+def test_a_tail_loop_bounded_by_pl_min_runs_the_tail_s_rows():
+    x = RNG.standard_normal((WORK_ROWS, COLS)).astype(np.float32)
+    out = np.zeros_like(x)
+    result = scale_in_chunks(x, out)
+    assert result.ok, result.report()
+    np.testing.assert_array_equal(out[:10], 2 * x[:10])
+    np.testing.assert_array_equal(out[10:], 0)
+
+
+@pl.jit(auto_mutex=False)
+def carried_stop(x: pl.Tensor[[WORK_ROWS, COLS], pl.DT_FP32], out: pl.Tensor[[WORK_ROWS, COLS], pl.DT_FP32]):
+    t = pl.make_tile(_vec(1, COLS), addr=UB_A)
+    with pl.section_vector():
+        limit = 1
+        for _chunk in pl.range(0, 3):
+            limit = limit + 1  # carried from trip to trip: no bound the front end can tell
+            for r in pl.range(0, limit):
+                _scale_row(x, out, t, r)
+
+
+def test_a_loop_whose_stop_has_no_bound_is_refused_naming_its_line():
+    line = carried_stop.__wrapped__.__code__.co_firstlineno + 7
+    with pytest.raises(UnsupportedConstruct, match=rf"rule 'pl.range': the stop at line {line} .*no bound"):
+        carried_stop(np.zeros((WORK_ROWS, COLS), np.float32), np.zeros((WORK_ROWS, COLS), np.float32))
 
 
 # -- jumps --------------------------------------------------------------------------------------

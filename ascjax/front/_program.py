@@ -203,7 +203,7 @@ class Program:
         self.gate = None  # while a concurrent section is traced: which of its ops run (ascjax.engine._sections)
         self._pending: list = []  # top-level sections declared and not yet run
         self._freed: dict = {}  # tile -> the kernel line that freed it
-        self.gm_named: set[str] = set()  # GM tensors the kernel's ops named
+        self.gm_named: set[str] = set()  # GM tensors the kernel's ops named or its scalar reads read
         self._in_section = False
         # tiles the sections declare (``declared``), by declaration: made while their section is discovered
         self._declared: dict = {}
@@ -563,9 +563,10 @@ class Program:
         return functools.partial(_method(instr), self)
 
     def gm(self, name: str) -> jax.Array:
-        """The current contents of a GM tensor."""
+        """The current contents of a GM tensor (the kernel names it: a scalar read is a use)."""
         if self.shapes_only:
             raise NeedsData(name)
+        self.gm_named.add(name)
         return self.state.gm[name]
 
     # -- loops -------------------------------------------------------------------------

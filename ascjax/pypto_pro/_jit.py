@@ -67,6 +67,14 @@ def _as_array(value) -> np.ndarray:
     return np.asarray(value)
 
 
+def _value_range(array: np.ndarray) -> tuple | None:
+    """An integer tensor's lowest and highest element: the bound of the kernel's scalar reads of it (``_bounds``),
+    part of the key of the recorded program (None: a float or empty tensor)."""
+    if array.size == 0 or not np.issubdtype(array.dtype, np.integer):
+        return None
+    return int(array.min()), int(array.max())
+
+
 def _same_bits(given: np.dtype, declared: np.dtype) -> bool:
     """Integers of one width (int32 data passed for a DT_UINT32 tensor): the same GM bytes, read as declared."""
     return given.kind in "iu" and declared.kind in "iu" and given.itemsize == declared.itemsize
@@ -164,7 +172,7 @@ class JitKernel:
     def program(self, arrays: dict, scalars: dict, block_dim: int | None, tiling_key: dict | None = None):
         """The kernel as a function of a ``Program`` for these shapes and values (and tiling key), the tensors it
         stores to, and the 2-D view each GM tensor is held in."""
-        shapes = tuple((n, a.shape, str(a.dtype)) for n, a in arrays.items())
+        shapes = tuple((n, a.shape, str(a.dtype), _value_range(a)) for n, a in arrays.items())
         key = (shapes, repr(sorted(scalars.items())), block_dim, repr(sorted((tiling_key or {}).items())))
         if key not in self._programs:
             splits, first = {}, {}
@@ -186,7 +194,9 @@ class JitKernel:
         """``program``'s kernel with each GM tensor split as ``splits`` says, recorded once with every tensor
         writable to learn which ones it stores to."""
         declared = {name: dtype_name(spec.dtype) for name, spec in self.tensor_specs.items()}
-        handles = {n: GmTensor(n, tuple(a.shape), declared[n], splits.get(n)) for n, a in arrays.items()}
+        handles = {
+            n: GmTensor(n, tuple(a.shape), declared[n], splits.get(n), _value_range(a)) for n, a in arrays.items()
+        }
         views = {name: (handles[name].view, a.dtype) for name, a in arrays.items()}
         translation, auto_mutex = self.translation, self.auto_mutex
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from .._program import current
 from .._sites import spelled
+from . import _bounds
 from ._source import UnsupportedConstruct
 
 #: the GM tensors a trace stores to (the jit learns its outputs from them)
@@ -56,12 +57,14 @@ class ViewSplit(Exception):
 @dataclasses.dataclass(frozen=True)
 class GmTensor:
     """A GM tensor: its name (the parameter's), its shape (any rank) and dtype; ``view`` is the 2-D shape the
-    emulator holds it as, its rows the first ``split`` dimensions (None: all but the last)."""
+    emulator holds it as, its rows the first ``split`` dimensions (None: all but the last). ``value_range``: where
+    its elements lie, for an integer input (``_bounds``)."""
 
     name: str
     shape: tuple
     dtype: str
     split: int | None = None
+    value_range: tuple | None = None  # an integer input's (lowest, highest) element: the bound of a scalar read
 
     def __str__(self) -> str:
         return f"tensor `{self.name}` {list(self.shape)} {self.dtype}"
@@ -150,7 +153,7 @@ def getval(tensor: GmTensor, index, *, spelling: str = "pl.getval"):
     contents = GM_CONTENTS.get()
     if contents is not None:  # the outputs are not known yet: read what the caller passed
         row, col = tensor.element(index)
-        return jnp.asarray(contents[tensor.name])[row, col]
+        return _bounds.note(jnp.asarray(contents[tensor.name])[row, col], tensor.value_range)
     k = current()
     if tensor.name in k.state.gm_outputs:
         raise UnsupportedConstruct(
@@ -158,4 +161,4 @@ def getval(tensor: GmTensor, index, *, spelling: str = "pl.getval"):
             "come from the data plane; read a kernel input"
         )
     row, col = tensor.element(index)
-    return k.gm(tensor.name)[row, col]
+    return _bounds.note(k.gm(tensor.name)[row, col], tensor.value_range)

@@ -14,6 +14,7 @@ import builtins
 import contextvars
 import dataclasses
 import functools
+import operator
 import types
 
 import jax
@@ -23,7 +24,7 @@ from ...core._memory import Tile
 from .. import _carried as carried
 from .._program import GroupHandle, current
 from .._tile_choice import choose
-from . import _struct
+from . import _bounds, _struct
 from ._source import Translation, UnsupportedConstruct, _free_values
 
 #: the variable a ``make_tile`` result is being assigned to (the tile's name in reports)
@@ -279,17 +280,23 @@ class Runtime:
             raise UnsupportedConstruct(
                 f"rule 'pl.range': the step at line {line} must be a static int > 0, got {step!r}"
             )
-        if traced(stop):
-            raise UnsupportedConstruct(
-                f"rule 'pl.range': the stop at line {line} is a run-time value: ascjax records a loop up to a static "
-                "trip count; compute stop from static shapes or tiling constants"
-            )
         count = None
-        if traced(start):  # e.g. for i in pl.range(block_idx, n, block_num): at most ceil(stop / step) trips
-            n = max(0, _ceil_div(int(stop), step))
+        if traced(start) or traced(stop):  # at most as many trips as the bounds allow, the run-time count of them
+            n = _bounds.trips(start, stop, step)
+            if n is None:
+                raise UnsupportedConstruct(
+                    f"rule 'pl.range': the {'stop' if traced(stop) else 'start'} at line {line} is a run-time value "
+                    "with no bound ascjax can tell (a loop-carried value or a tile's contents): ascjax records a loop "
+                    "up to a static trip count, so compute the bounds from kernel inputs, block and loop indices, "
+                    "pl.min / pl.max of them, or static shapes"
+                )
             count = jnp.maximum(0, _ceil_div(stop - start, step)).astype(jnp.int32)
         else:
             n = max(0, _ceil_div(int(stop) - int(start), step))
+        first, last = _bounds.of(start), _bounds.of(stop)
+        index_bounds = None if first is None else (first[0], first[1] + builtins.max(n - 1, 0) * step)
+        if index_bounds is not None and last is not None:  # an index stays below its stop
+            index_bounds = (index_bounds[0], builtins.max(index_bounds[0], builtins.min(index_bounds[1], last[1] - 1)))
         carry = self._carry(env, slots, self._names(target), line)
         self._store(k, env, carry, line)
         made: dict = {}  # names the body first assigns a static value (tiles, tuples of them): the same every trip
@@ -297,7 +304,7 @@ class Runtime:
         def iteration(i):
             inner = Env(env)
             self._load(k, inner, carry)
-            self._bind(inner, target, start + i * step)
+            self._bind(inner, target, _bounds.note(start + i * step, index_bounds))
             try:
                 body(inner)
             except _Jump as jump:
@@ -354,7 +361,8 @@ class Runtime:
     def ifexp(test, then, orelse):
         if not traced(test):
             return then() if test else orelse()
-        return jnp.where(test, then(), orelse())
+        arms = (then(), orelse())
+        return _bounds.hull(jnp.where(test, *arms), arms)
 
     @staticmethod
     def _logic(thunks, short: bool, combine):
@@ -406,7 +414,7 @@ class Runtime:
         values = args[0] if len(args) == 1 else args
         if kwargs or not any(traced(v) for v in values):
             return python(*args, **kwargs)
-        return functools.reduce(combine, values)
+        return _bounds.fold(functools.reduce(combine, values), values, python)
 
     def min_(self, *args, **kwargs):
         return self._fold(min, jnp.minimum, args, kwargs)
@@ -419,7 +427,7 @@ class Runtime:
         """``value[key]``; a Python tuple or list of scalars indexed by a traced int selects among them."""
         if traced(key) and isinstance(value, (tuple, list)):
             if all(carried.kind_of(v) is not None for v in value):
-                return jnp.asarray(value)[key]
+                return _bounds.hull(jnp.asarray(value)[key], value)
             if value and all(isinstance(v, Tile) for v in value):
                 return choose(value, key, f"a {type(value).__name__} of {len(value)} tiles")
             raise UnsupportedConstruct(
@@ -428,6 +436,12 @@ class Runtime:
                 "scalars or tiles by a run-time index (tiles: pl.make_tile tiles, or pl.make_tile_group(...)[i])"
             )
         return value[key]
+
+    @staticmethod
+    def binop(name: str, left, right):
+        """``left op right`` for the operator ``operator.<name>`` (``_source.BOUNDED_OPS``, or its in-place form for
+        ``x op= y``), keeping its interval."""
+        return _bounds.binop(getattr(operator, name), left, right, getattr(operator, name.removeprefix("i")))
 
     @staticmethod
     def named(name: str, make):

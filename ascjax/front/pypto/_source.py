@@ -32,6 +32,10 @@ import types
 RUNTIME, ENV = "__aj", "__v"
 
 
+#: binary operators whose result keeps an interval (``Runtime.binop``), by the ``operator`` function's name
+BOUNDED_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+
+
 class UnsupportedConstruct(NotImplementedError):
     """A construct of the kernel's source that the front end does not run; the message names it and its line."""
 
@@ -138,6 +142,26 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(node.op, ast.Not):
             return ast.copy_location(ast.Call(self._runtime("not_"), [node.operand], []), node)
         return node
+
+    def visit_BinOp(self, node: ast.BinOp):
+        """``a + b`` (``- * // %``): the result keeps an interval where both sides have one (``_bounds``)."""
+        node = self.generic_visit(node)
+        name = BOUNDED_OPS.get(type(node.op))
+        if name is None:
+            return node
+        call = ast.Call(self._runtime("binop"), [ast.Constant(name), node.left, node.right], [])
+        return ast.copy_location(call, node)
+
+    def visit_AugAssign(self, node: ast.AugAssign):
+        """``x += 1`` on a name: ``x = x + 1`` in place (``binop`` keeps its interval); on anything else as written."""
+        if not isinstance(node.target, ast.Name) or type(node.op) not in BOUNDED_OPS:
+            return self.generic_visit(node)
+        load = ast.copy_location(ast.Name(node.target.id, ast.Load()), node.target)
+        value = ast.copy_location(ast.BinOp(load, node.op, node.value), node)
+        call = self.visit_BinOp(value)
+        call.args[0] = ast.Constant("i" + BOUNDED_OPS[type(node.op)])  # the in-place operator
+        target = self.visit(ast.copy_location(ast.Name(node.target.id, ast.Store()), node.target))
+        return ast.copy_location(ast.Assign([target], call), node)
 
     def visit_Compare(self, node: ast.Compare):
         """``x in c`` / ``x not in c``: a run-time ``x`` is compared with each item (or the range's bounds)."""

@@ -24,7 +24,7 @@ from .. import pl as _pl
 from .._program import current
 from .._sites import spelled
 from . import _auto_mutex as auto_mutex
-from . import _gm_tensor, _struct, _tiles, _vector_function
+from . import _bounds, _gm_tensor, _struct, _tiles, _vector_function
 from . import vf as _vf
 from ._gm_tensor import GmTensor
 from ._runtime import AIV_ONLY, TILE_NAME, RangeSpec, Runtime, Section
@@ -135,7 +135,11 @@ def get_subblock_num() -> int:
 def get_block_idx():
     """The logical block index: in a mix kernel the block on the cube and ``block * 2 + sub`` on an AIV; in an
     AIV-only kernel the block (one AIV each), in ``[0, get_block_num())``."""
-    return current().block_idx if AIV_ONLY.get() else _pl.get_block_idx()
+    k = current()
+    block_num = get_block_num()
+    if AIV_ONLY.get():
+        return _bounds.note(k.block_idx, (0, block_num - 1))
+    return _bounds.note(_pl.get_block_idx(), (0, 2 * block_num - 1))
 
 
 # -- tiles ------------------------------------------------------------------------------
@@ -296,9 +300,11 @@ def store(dst_tensor, src_tile, offsets=(0, 0), *, relu_pre_mode=None, scale=Non
               quant_mode=HIF8_STORE_MODE if hif8 else None)  # fmt: skip
 
 
-def store_tile(dst_tensor, src_tile, tile_offsets, **kwargs):
+def store_tile(dst_tensor, src_tile, tile_offsets, *, relu_pre_mode=None, scale=None, order=None, atomic=None,
+               phase=None):  # fmt: skip
     """``store`` with the offsets along the tile's rows and columns in units of its shape."""
-    store(dst_tensor, src_tile, _in_tiles(tile_offsets, src_tile, kwargs.get("order")), **kwargs)
+    store(dst_tensor, src_tile, _in_tiles(tile_offsets, src_tile, order), relu_pre_mode=relu_pre_mode, scale=scale,
+          order=order, atomic=atomic, phase=phase)  # fmt: skip
 
 
 def setval(container, offset, value) -> None:
