@@ -149,3 +149,25 @@ def test_a_deadlock_on_an_inserted_lock_names_it_and_the_group_it_waits_for():
     assert "mutex_lock of tile group `group`, inserted by auto_mutex at tests/test_mutex.py:" in text
     assert "waits for mutex 7 of AIV0: the lock group before it, pl.system.mutex_lock at tests/test_mutex.py:" in text
     assert "is never unlocked" in text
+
+
+@pl.jit(auto_mutex=True)
+def _second_id_held(x: pl.Tensor[[16, 64], pl.DT_FP16], z: pl.Tensor[[16, 64], pl.DT_FP16], ids: int = 0):
+    tile_type = pl.TileType(shape=[16, 64], dtype=pl.DT_FP16, target_memory=pl.MemorySpace.Vec)
+    ids_of = ([[7, 9], [8, 10]], [[7], [8]])  # two ids a slot, or its twin with one
+    group = pl.make_tile_group(type=tile_type, addrs=0x0, mutex_ids=ids_of[ids])
+    with pl.section_vector():
+        tile = group.next()
+        pl.system.mutex_lock(pipe=pl.PipeType.MTE2, mutex_id=9)  # locked by hand, never unlocked
+        pl.load(tile, x, [0, 0])
+        pl.add(tile, tile, tile)
+        pl.store(z, tile, [0, 0])
+
+
+def test_a_slot_with_a_list_of_mutex_ids_locks_each_of_them():
+    x, z = np.ones((16, 64), np.float16), np.zeros((16, 64), np.float16)
+    held = _second_id_held(x, z, 0)  # slot 0 locks 7 then 9: the load waits on 9 forever
+    assert int(held.verdict) == Verdict.DEADLOCK
+    assert "waits for mutex 9 of AIV0" in str(held.report())
+    single = _second_id_held(x, z.copy(), 1)
+    assert int(single.verdict) != Verdict.DEADLOCK, single.report()

@@ -407,6 +407,32 @@ def test_a_loop_whose_stop_has_no_bound_is_refused_naming_its_line():
         carried_stop(np.zeros((WORK_ROWS, COLS), np.float32), np.zeros((WORK_ROWS, COLS), np.float32))
 
 
+# -- a tile-group slot carried through a loop ---------------------------------------------------------------
+@pl.jit(auto_mutex=True)
+def last_slot_after_the_loop(x: pl.Tensor[[3, ROWS], pl.DT_FP32], out: pl.Tensor[[1, ROWS], pl.DT_FP32],
+                             other_group: int = 0):  # fmt: skip
+    row = pl.TileType(shape=[1, ROWS], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec)
+    rows = pl.make_tile_group(type=row, addrs=0x0, mutex_ids=[0, 1])
+    spare = pl.make_tile_group(type=row, addrs=0x1000, mutex_ids=[2, 3])
+    with pl.section_vector():
+        t = rows.next()
+        for i in pl.range(3):
+            t = spare.next() if other_group else rows.next()  # a slot of the same group: its index is carried
+            pl.load(t, x, [i, 0])
+        pl.mul(t, t, 2.0)  # the slot the last trip loaded
+        pl.store(out, t, [0, 0])
+
+
+def test_a_tile_group_slot_rebound_in_a_loop_is_the_last_trip_s_after_it():
+    x = RNG.standard_normal((3, ROWS)).astype(np.float32)
+    out = np.zeros((1, ROWS), np.float32)
+    result = last_slot_after_the_loop(x, out)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(out[0], 2.0 * x[2], rtol=1e-6)
+    with pytest.raises(UnsupportedConstruct, match=r"rule 'carried value': 't' .*one tile group"):
+        last_slot_after_the_loop(x, out, 1)
+
+
 # -- jumps --------------------------------------------------------------------------------------
 def _first_over(limit):
     for i in pl.range(0, 10):
@@ -499,18 +525,33 @@ def too_valid(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32]):
         pl.load(t, x, [0, 0])
 
 
+TAIL_ROWS = 10  # of a 16-row tile
+
+
 @pl.jit(auto_mutex=False)
-def undeclared_valid(x: pl.Tensor[[ROWS, COLS], pl.DT_FP32]):
-    t = pl.make_tile(_vec(), addr=UB_A)
+def undeclared_valid(x: pl.Tensor[[TAIL_ROWS, COLS], pl.DT_FP32], y: pl.Tensor[[TAIL_ROWS, COLS], pl.DT_FP32]):
+    group = pl.make_tile_group(type=_vec(), addrs=[UB_A, UB_A + ROWS * COLS * 4])  # declared without a valid_shape
     with pl.section_vector():
-        pl.set_validshape(t, [8, COLS])
+        t = group.next()
+        pl.set_validshape(t, [TAIL_ROWS, COLS])  # as PyPTO-Pro allows: the jit learns it and records again
+        pl.load(t, x, [0, 0])
+        _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+        pl.exp(t, t)
+        _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+        pl.store(y, t, [0, 0])
 
 
-def test_a_valid_shape_outside_its_tile_or_never_declared_is_refused():
+def test_a_valid_shape_outside_its_tile_is_refused():
     with pytest.raises(ValueError, match=r"rule 'valid shape': valid_shape \[16, 65\] is outside \[16, 64\]"):
         too_valid(np.zeros((ROWS, COLS), np.float32))
-    with pytest.raises(ValueError, match="declare its TileType with valid_shape"):
-        undeclared_valid(np.zeros((ROWS, COLS), np.float32))
+
+
+def test_a_valid_shape_set_on_a_tile_declared_without_one_covers_its_tail():
+    x = RNG.standard_normal((TAIL_ROWS, COLS)).astype(np.float32)
+    y = np.zeros_like(x)
+    result = undeclared_valid(x, y)  # 10 rows of 16: the whole tile would run past both tensors
+    assert result.ok, result.report()
+    np.testing.assert_allclose(y, np.exp(x), rtol=1e-6)
 
 
 @pl.jit(auto_mutex=False)
@@ -644,6 +685,35 @@ def test_a_tile_overlapping_part_of_another_is_refused():
         half_overlap(np.zeros((ROWS, COLS), np.float32))
 
 
+# -- a move out of Acc that quantises -------------------------------------------------------------------
+SCALE = 0.25
+
+
+@pl.jit(auto_mutex=False)
+def quantised_move(a: pl.Tensor[[M, K], pl.DT_FP16], b_t: pl.Tensor[[N, K], pl.DT_FP16],
+                   out: pl.Tensor[[M, N], pl.DT_INT8], direct: pl.Tensor[[M, N], pl.DT_INT8]):  # fmt: skip
+    half = pl.make_tile(pl.TileType(shape=[M // 2, N], dtype=pl.DT_INT8, target_memory=pl.MemorySpace.Vec), addr=0)
+    with pl.section_cube():
+        _matmul_bt(a, b_t, direct, SCALE)  # the store's quantisation: the move's twin
+        acc = pl.make_tile(pl.TileType(shape=[M, N], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Acc), addr=0)
+        pl.move(half, acc, acc_to_vec_mode=pl.AccToVecMode.DualModeSplitM, scale=SCALE)  # each AIV its int8 half
+        pl.system.set_cross_core(pipe=pl.PipeType.FIX, event_id=0)
+    with pl.section_vector():
+        pl.system.wait_cross_core(pipe=pl.PipeType.MTE3, event_id=0)
+        pl.store(out, half, [pl.get_subblock_idx() * (M // 2), 0])
+
+
+def test_a_move_out_of_acc_with_a_scale_quantises_as_the_store_does():
+    a = RNG.standard_normal((M, K)).astype(np.float16)
+    b_t = RNG.standard_normal((N, K)).astype(np.float16)
+    out, direct = np.zeros((M, N), np.int8), np.zeros((M, N), np.int8)
+    result = quantised_move(a, b_t, out, direct)
+    assert result.ok, result.report()
+    np.testing.assert_array_equal(out, direct)  # the same fixpipe conversion, into UB or GM
+    exact = np.clip(a.astype(np.float64) @ b_t.astype(np.float64).T * SCALE, -128, 127)
+    assert np.abs(out - exact).max() <= 0.5 + 1e-3 and np.abs(out).max() > 1  # rounded, not truncated nor zero
+
+
 # -- a per-tensor scale as its float32 bits -----------------------------------------------------------
 @pl.jit(auto_mutex=False)
 def quantised(a: pl.Tensor[[M, K], pl.DT_FP16], b_t: pl.Tensor[[N, K], pl.DT_FP16],
@@ -774,6 +844,48 @@ def test_a_tile_group_at_another_groups_bytes_views_its_slots():
     result = group_views(x, out)
     assert result.ok, result.report()
     np.testing.assert_allclose(out, 2.0 * x, rtol=1e-6)
+
+
+SLOT_BYTES = 512  # a [1, ROWS] fp32 row (64 B) takes one granule
+
+
+@pl.jit(auto_mutex=False)
+def spaced_group(x: pl.Tensor[[2, ROWS], pl.DT_FP32], out: pl.Tensor[[2, ROWS], pl.DT_FP32]):
+    row = pl.TileType(shape=[1, ROWS], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec)
+    rows = pl.make_tile_group(type=row, addrs=[0x0, 2 * SLOT_BYTES])  # slots a granule further apart than needed
+    with pl.section_vector():
+        for i in pl.range(2):
+            pl.load(rows[i], x, [i, 0])
+            _sync(pl.PipeType.MTE2, pl.PipeType.V, 0)
+            pl.mul(rows[i], rows[i], 3.0)
+            _sync(pl.PipeType.V, pl.PipeType.MTE3, 0)
+            pl.store(out, rows[i], [i, 0])
+            _sync(pl.PipeType.MTE3, pl.PipeType.MTE2, 0)
+
+
+@pl.jit(auto_mutex=False)
+def uneven_group(x: pl.Tensor[[2, ROWS], pl.DT_FP32]):
+    row = pl.TileType(shape=[1, ROWS], dtype=pl.DT_FP32, target_memory=pl.MemorySpace.Vec)
+    pl.make_tile_group(type=row, addrs=[0x0, SLOT_BYTES, 3 * SLOT_BYTES])
+
+
+@pl.jit(auto_mutex=False)
+def overlapping_group(x: pl.Tensor[[2, ROWS], pl.DT_FP32]):
+    pl.make_tile_group(type=_vec(), addrs=[0x0, 7 * SLOT_BYTES])  # 4 KiB slots 3.5 KiB apart
+
+
+def test_a_tile_group_s_slots_may_lie_a_fixed_stride_apart():
+    x = RNG.standard_normal((2, ROWS)).astype(np.float32)
+    out = np.zeros_like(x)
+    result = spaced_group(x, out)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(out, 3.0 * x, rtol=1e-6)
+    with pytest.raises(UnsupportedConstruct, match=r"rule 'tile group addresses'.*not evenly spaced"):
+        uneven_group(x)
+    with pytest.raises(
+        ValueError, match=r"rule 'tile group addresses': slots 3584 B apart do not hold .* at least 4096"
+    ):
+        overlapping_group(x)
 
 
 @pl.jit(auto_mutex=False)

@@ -99,7 +99,8 @@ class Allocator:
 
     def alloc(self, buffer, shape, dtype, *, fmt=None, addr=None, name=None, view: bool = False) -> Tile:
         """Place a tile; with ``view``, one at exactly the bytes of a live ND tile of its dtype is a view of it (the
-        same elements in row-major order, another shape: a ``[64, 1]`` column and a ``[1, 64]`` row)."""
+        same elements in row-major order, another shape: a ``[64, 1]`` column and a ``[1, 64]`` row), and so is one
+        of the same shape, dtype and format as the live tile there (another name for its elements)."""
         probe = self._probe(buffer, shape, dtype, fmt, name)
         viewed = self._viewed(probe, addr) if view else None
         if viewed is not None:
@@ -111,33 +112,39 @@ class Allocator:
         return tile
 
     def _viewed(self, probe: Tile, addr) -> Tile | None:
-        """The live tile a ``probe`` at ``addr`` would be a view of: the same bytes, dtype and ND layout."""
-        if addr is None or probe.fmt is not Format.ND:
+        """The live tile a ``probe`` at ``addr`` would be a view of: the same bytes and dtype, both ND or of one
+        shape and format."""
+        if addr is None:
             return None
         for other in self.live[probe.buffer]:
-            same = (other.addr, other.nbytes, other.dtype, other.fmt) == (
-                int(addr),
-                probe.nbytes,
-                probe.dtype,
-                Format.ND,
-            )
-            if same and other.name in self.names:  # a tile, not a TileGroup's span
+            same = (other.addr, other.nbytes, other.dtype) == (int(addr), probe.nbytes, probe.dtype)
+            layout = other.fmt is probe.fmt is Format.ND or (other.rows, other.cols, other.fmt) == (
+                probe.rows, probe.cols, probe.fmt,
+            )  # fmt: skip
+            if same and layout and other.name in self.names:  # a tile, not a TileGroup's span
                 return other
         return None
 
     def alloc_group(
-        self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None, view: bool = False
+        self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None, view: bool = False, stride=None
     ) -> tuple[Tile, int]:
         """Place ``depth`` equal tiles side by side; returns (slot-0 tile, stride in bytes).
 
         The stride is the tile's size rounded up to the buffer alignment and to whole 512 B
-        granules, so slots never share a granule (or a unit-flag block). With ``view``, a group at exactly the
-        bytes of a live group whose slots hold as many elements of its dtype, both ND or of one shape and format,
-        is a view of it (the same elements slot by slot).
+        granules, so slots never share a granule (or a unit-flag block); a ``stride`` given (slots the kernel placed
+        further apart) must be a whole number of those units, and the bytes between slots belong to the group. With
+        ``view``, a group at exactly the bytes of a live group whose slots hold as many elements of its dtype, both
+        ND or of one shape and format, is a view of it (the same elements slot by slot).
         """
         probe = self._probe(buffer, shape, dtype, fmt, name)
         unit = max(self.chip.align_bytes[probe.buffer], 512)
-        stride = -(-probe.nbytes // unit) * unit
+        least = -(-probe.nbytes // unit) * unit
+        if stride is not None and (stride < least or stride % unit):
+            raise ValueError(
+                f"rule 'tile group addresses': slots {stride} B apart do not hold {probe} whole in granules of "
+                f"{unit} B: place them a multiple of {unit} B apart, at least {least} B"
+            )
+        stride = least if stride is None else int(stride)
         viewed = self._viewed_group(probe, addr, stride, depth) if view else None
         if viewed is not None:
             tile = dataclasses.replace(probe, addr=viewed.addr, storage=viewed.key)

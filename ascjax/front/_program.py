@@ -483,14 +483,16 @@ class Program:
                 )
 
     def tile_group(
-        self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None, view: bool = False
+        self, buffer, shape, dtype, depth: int, *, fmt=None, addr=None, name=None, view: bool = False, stride=None
     ) -> GroupHandle:
-        """``make_tile_group``: ``depth`` equal tiles side by side, picked by (traced) slot index; with ``view``, a
-        group at exactly a live group's bytes views its slots (``Allocator.alloc_group``)."""
+        """``make_tile_group``: ``depth`` equal tiles side by side (or ``stride`` bytes apart), picked by (traced) slot
+        index; with ``view``, a group at exactly a live group's bytes views its slots (``Allocator.alloc_group``)."""
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"TileGroup depth must be a positive int, got {depth!r}")
         self._no_alloc_in_section()
-        tile, stride = self.allocator.alloc_group(buffer, shape, dtype, depth, fmt=fmt, addr=addr, name=name, view=view)
+        tile, stride = self.allocator.alloc_group(
+            buffer, shape, dtype, depth, fmt=fmt, addr=addr, name=name, view=view, stride=stride
+        )
         group = TileGroup(tile, depth, stride)
         cursor = jnp.full((N_CORES,), -1, jnp.int32)
         if tile.storage is not None:  # a view keeps no elements of its own; its cursor is its own

@@ -267,22 +267,25 @@ def store_tile(dst: str, src, tile_offsets=(0, 0), *, phase=None, relu: bool = F
 
 
 def move(dst, src, offset=None, *, acc_to_vec_mode=None, phase=None, relu: bool = False, transpose: bool = False,
-         valid=None):  # fmt: skip
+         valid=None, scale=None):  # fmt: skip
     """Between on-chip buffers: L1 -> L0A / L0B / Bias (MTE1), L0C -> UB (FIX), UB -> L1 (MTE3, as ``insert``),
     UB -> UB (V: same element count, so a ``[1, n]`` row becomes an ``[n, 1]`` column).
 
     L1 tiles hold A (M x K) and B (K x N) as loaded; ``transpose=True`` says the L1 tile holds the transpose;
-    ``valid`` (rows, cols): the region of an L0C ``src`` moved to UB (a tail; the split mode divides it).
+    ``valid`` (rows, cols): the region of an L0C ``src`` moved to UB (a tail; the split mode divides it); ``scale``:
+    its per-tensor quantisation into ``dst``'s dtype (as ``store``'s).
     """
     k = current()
     instr = _path("move", src.buffer, dst.buffer, src)
     method = getattr(k, instr.name)
     if instr.kind is InstrKind.L0C_READ:
         mode = AccToVecMode.SingleModeVec0 if acc_to_vec_mode is None else acc_to_vec_mode
-        method(dst, src, acc_to_vec_mode=mode, phase=phase, relu=relu, **_l0c_region(valid, src))
+        method(dst, src, acc_to_vec_mode=mode, phase=phase, relu=relu, scale=scale, **_l0c_region(valid, src))
         return
-    if phase is not None or acc_to_vec_mode is not None:
-        raise ValueError(f"phase and acc_to_vec_mode apply to a move out of L0C, not {src.buffer} -> {dst.buffer}")
+    if phase is not None or acc_to_vec_mode is not None or scale is not None:
+        raise ValueError(
+            f"phase, acc_to_vec_mode and scale apply to a move out of L0C, not {src.buffer} -> {dst.buffer}"
+        )
     if instr.kind is InstrKind.VECTOR:
         if offset is not None:
             raise ValueError("a UB -> UB move copies whole tiles: drop offset")

@@ -20,6 +20,7 @@ from ..front._sites import locate
 from ..front._tracing import record_kernel
 from ..front.pypto import GmTensor, Runtime, TensorSpec, Translation, UnsupportedConstruct
 from ..front.pypto._gm_tensor import GM_CONTENTS, GM_WRITES, ViewSplit
+from ..front.pypto._tiles import LEARNT_VALID, Learnt
 from ..front.pypto._types import DYNAMIC, dtype_name
 from ..front.pypto.language import AUTO_MUTEX
 from ..runner import launch, run
@@ -175,11 +176,10 @@ class JitKernel:
         shapes = tuple((n, a.shape, str(a.dtype), _value_range(a)) for n, a in arrays.items())
         key = (shapes, repr(sorted(scalars.items())), block_dim, repr(sorted((tiling_key or {}).items())))
         if key not in self._programs:
-            splits, first = {}, {}
-            while True:  # a window whose rows run along another dimension splits its tensor there, once
+            splits, first, learnt = {}, {}, Learnt()
+            while True:  # until a recording learns nothing new: where windows' rows run, which tiles get a valid shape
                 try:
-                    self._programs[key] = self._record(arrays, scalars, block_dim, tiling_key, splits)
-                    break
+                    recorded = self._record(arrays, scalars, block_dim, tiling_key, splits, learnt)
                 except ViewSplit as need:
                     locate(need)
                     if need.name in splits:
@@ -188,11 +188,23 @@ class JitKernel:
                             "view, so its windows' rows run along one dimension"
                         ) from None
                     splits[need.name], first[need.name] = need.split, str(need)
+                    continue
+                except Exception:
+                    if not learnt.new:  # the kernel's own error, not one of a tile recorded without its valid shape
+                        raise
+                    recorded = None
+                if not learnt.new:
+                    learnt.closed = True
+                    self._programs[key] = recorded
+                    break
+                learnt.known |= learnt.new
+                learnt.new.clear()
         return self._programs[key]
 
-    def _record(self, arrays: dict, scalars: dict, block_dim: int | None, tiling_key: dict | None, splits: dict):
-        """``program``'s kernel with each GM tensor split as ``splits`` says, recorded once with every tensor
-        writable to learn which ones it stores to."""
+    def _record(self, arrays: dict, scalars: dict, block_dim: int | None, tiling_key: dict | None, splits: dict,
+                learnt: Learnt):  # fmt: skip
+        """``program``'s kernel with each GM tensor split as ``splits`` says and the tiles ``learnt`` knows given a
+        valid shape, recorded once with every tensor writable to learn which ones it stores to."""
         declared = {name: dtype_name(spec.dtype) for name, spec in self.tensor_specs.items()}
         handles = {
             n: GmTensor(n, tuple(a.shape), declared[n], splits.get(n), _value_range(a)) for n, a in arrays.items()
@@ -201,11 +213,12 @@ class JitKernel:
         translation, auto_mutex = self.translation, self.auto_mutex
 
         def kernel(k):
-            token = AUTO_MUTEX.set(auto_mutex)
+            tokens = AUTO_MUTEX.set(auto_mutex), LEARNT_VALID.set(learnt)
             try:
                 Runtime(translation, constants=tiling_key).run({**handles, **scalars})
             finally:
-                AUTO_MUTEX.reset(token)
+                AUTO_MUTEX.reset(tokens[0])
+                LEARNT_VALID.reset(tokens[1])
 
         kernel.__name__ = kernel.__qualname__ = self.fn.__name__
         writes: set = set()

@@ -2,7 +2,7 @@
 ``mutex_ids``, placed as its parser places them (``_emit_auto_mutex`` in ``pypto_pro/language/parser``).
 
 Before an operation, each distinct slot among its tile arguments is locked on the operation's pipe with the id
-``mutex_ids[slot]``; after it, unlocked on the same pipe. A matmul or store given a phase skips its Acc tiles
+``mutex_ids[slot]`` (each of its ids, where a slot has a list); after it, unlocked on the same pipe. A matmul or store given a phase skips its Acc tiles
 (the unit flag is their handshake); an id the call locks already is not locked again. The mutex then hands each slot from pipe to pipe in the order the scalar
 unit issues the operations, which is the sync the kernel leaves out. The inserted instructions read, in sites
 and reports, as ``mutex_lock of tile group `x`, inserted by auto_mutex`` at the line of the access they guard.
@@ -19,7 +19,7 @@ from .. import _sites as sites
 from .._program import current
 from .._tile_group import TileSlot
 
-#: per Program being traced: tile group name -> its mutex ids (one per slot)
+#: per Program being traced: tile group name -> its mutex ids (a tuple of ids per slot)
 _MUTEX_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: the operations whose phase hands their Acc tiles to the unit flag instead (PyPTO-Pro's phase-aware skip)
 _PHASED = frozenset({"matmul", "matmul_acc", "matmul_mx", "matmul_mx_acc", "store", "store_tile"})
@@ -32,8 +32,15 @@ _L1_TO_CUBE = (Buffer.L0A, Buffer.L0B, Buffer.BT, Buffer.SCALE_LEFT, Buffer.SCAL
 
 
 def register(group_name: str, mutex_ids) -> None:
-    """The slots of tile group ``group_name`` (in the kernel being traced) lock ``mutex_ids[slot]``."""
-    _MUTEX_IDS.setdefault(current(), {})[group_name] = tuple(int(i) for i in mutex_ids)
+    """The slots of tile group ``group_name`` (in the kernel being traced) lock ``mutex_ids[slot]``: one id, or a
+    list of ids of the same length for every slot (each locked in its order)."""
+    per_slot = [tuple(int(i) for i in ids) if isinstance(ids, (list, tuple)) else (int(ids),) for ids in mutex_ids]
+    if len({len(ids) for ids in per_slot}) > 1 or not all(per_slot):
+        raise ValueError(
+            f"rule 'mutex ids': the slots of tile group `{group_name}` take one mutex id each, or lists of one length, "
+            f"got mutex_ids={list(mutex_ids)}"
+        )
+    _MUTEX_IDS.setdefault(current(), {})[group_name] = tuple(per_slot)
 
 
 def _pipe(name: str, tiles: list) -> Pipe:
@@ -68,10 +75,12 @@ def guarded(name: str, args: tuple, kwargs: dict, run):
     pipe = _pipe(name, [a for a in args if hasattr(a, "buffer")])
     locks = []  # (slot, mutex id, whether the id differs from every earlier one of the call)
     for slot, ids in slots:
-        mutex_id = jnp.asarray(ids, jnp.int32)[slot.slot]
-        earlier = [other for _, other, _ in locks]
-        fresh = jnp.all(jnp.stack([mutex_id != other for other in earlier])) if earlier else True
-        locks.append((slot, mutex_id, fresh))
+        table = jnp.asarray(ids, jnp.int32)  # [depth, ids a slot]
+        for j in range(table.shape[1]):
+            mutex_id = table[slot.slot, j]
+            earlier = [other for _, other, _ in locks]
+            fresh = jnp.all(jnp.stack([mutex_id != other for other in earlier])) if earlier else True
+            locks.append((slot, mutex_id, fresh))
 
     def each(verb: str) -> None:
         for slot, mutex_id, fresh in locks:

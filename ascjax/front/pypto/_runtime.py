@@ -24,6 +24,7 @@ from ...core._memory import Tile
 from .. import _carried as carried
 from .._program import GroupHandle, current
 from .._tile_choice import choose
+from .._tile_group import TileGroup, TileSlot
 from . import _bounds, _struct
 from ._source import Translation, UnsupportedConstruct, _free_values
 
@@ -83,6 +84,29 @@ def _traced_jump(jump: _Jump, where: str) -> UnsupportedConstruct:
         "at once, so a jump there is not modelled; decide it on static values (a pl.range loop with static bounds "
         "unrolls) or guard the rest of the body with the if"
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class _SlotOf:
+    """The carried kind of a name holding a tile-group slot: its slot index is carried (an int; -1 for a slot out
+    of range), and the slot of ``group`` at that index is bound after the block."""
+
+    group: TileGroup
+
+    @classmethod
+    def of(cls, value: TileSlot) -> _SlotOf:
+        return cls(TileGroup(value.base, value.depth, value.stride_bytes))
+
+    def store(self, k, slot: int, name: str, value, line: int) -> None:
+        if not isinstance(value, TileSlot) or value.name != self.group.name:
+            raise UnsupportedConstruct(
+                f"rule 'carried value': {name!r} (line {line}) became {type(value).__name__} {value!s}; it held a "
+                f"slot of {self.group} before the block: a carried name keeps to the slots of one tile group"
+            )
+        carried.store(k, slot, carried.Kind.INT, jnp.where(value.ok, value.slot, -1))
+
+    def load(self, k, slot: int) -> TileSlot:
+        return self.group.slot(carried.load(k, slot, carried.Kind.INT))
 
 
 def traced(value) -> bool:
@@ -215,12 +239,13 @@ class Runtime:
         for name, slot in slots:
             if name in exclude or name not in env:
                 continue
-            kind = carried.kind_of(env[name])
+            value = env[name]
+            kind = _SlotOf.of(value) if isinstance(value, TileSlot) else carried.kind_of(value)
             if kind is None:
                 raise UnsupportedConstruct(
                     f"rule 'carried value': {name!r} is rebound inside the loop or branch at line {line} and holds "
-                    f"{type(env[name]).__name__} {env[name]!s}: only scalars (ints, floats, bools) are carried "
-                    "from one iteration or arm to the code after it; index a tile group or tuple by a carried int"
+                    f"{type(value).__name__} {value!s}: only scalars (ints, floats, bools) and tile-group slots are "
+                    "carried from one iteration or arm to the code after it; index a tile group or tuple by a carried int"
                 )
             out.append((name, slot, kind))
         return out
@@ -229,6 +254,9 @@ class Runtime:
     def _store(k, env: Env, slots: list, line: int) -> None:
         for name, slot, kind in slots:
             value = env[name]
+            if isinstance(kind, _SlotOf):
+                kind.store(k, slot, name, value, line)
+                continue
             if carried.kind_of(value) is None:
                 raise UnsupportedConstruct(
                     f"rule 'carried value': {name!r} (line {line}) became {type(value).__name__} {value!s}; it was "
@@ -239,7 +267,7 @@ class Runtime:
     @staticmethod
     def _load(k, env: Env, slots: list) -> None:
         for name, slot, kind in slots:
-            env[name] = carried.load(k, slot, kind)
+            env[name] = kind.load(k, slot) if isinstance(kind, _SlotOf) else carried.load(k, slot, kind)
 
     @staticmethod
     def _bind(env: Env, target, value) -> None:

@@ -420,7 +420,7 @@ class Translation:
             kind = _callee(item.context_expr)
             if kind in ("section_cube", "section_vector"):
                 self.sections.add(kind.removeprefix("section_"))
-        if any(_callee(n) in ("struct", "struct_array") for n in ast.walk(node)) or any(
+        if any(_callee(n) in ("struct", "struct_array", "set_validshape") for n in ast.walk(node)) or any(
             isinstance(n, ast.keyword) and n.arg == "valid_shape" for n in ast.walk(node)
         ):
             self.section_slots = True

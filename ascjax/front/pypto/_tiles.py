@@ -6,11 +6,14 @@ so it is placed as an Nz ``[C, R]`` tile holding the transpose, and moves out of
 A tile declared with a ``valid_shape`` has two carried-value slots (``front._carried``) holding its valid
 ``(rows, cols)``: ``pl.set_validshape`` sets them as the kernel runs (per core, through loops and branches), and the
 loads, stores and vector operations on the tile cover that top-left region (a tail). On a tile group the region
-holds for every slot used after it.
+holds for every slot used after it. A tile declared without one that the kernel gives one anyway (PyPTO-Pro allows
+it) is learnt by the jit's first recording (``Learnt``) and declared with ``[-1, -1]`` in the next.
 """
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import weakref
 
 import jax
@@ -26,9 +29,26 @@ from ._types import DYNAMIC, TensorLayout, TilePad, TileType
 #: per Program, the tiles and tile groups declared with a valid_shape: the first of the two carried slots holding
 #: their valid (rows, cols), which ``pl.set_validshape`` sets as the kernel runs (per core, through loops)
 _VALID: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: while the jit records a kernel: the names of tiles and groups declared without a valid_shape that it gives one
+#: with ``pl.set_validshape`` (``Learnt``), so the recording that follows declares them as if with [-1, -1]
+LEARNT_VALID: contextvars.ContextVar = contextvars.ContextVar("learnt_valid", default=None)
+
+
+@dataclasses.dataclass
+class Learnt:
+    """The tiles the jit's recordings learnt ``pl.set_validshape`` sets: ``known`` ones are declared with a valid
+    shape, ``new`` ones were set in this recording without one (the jit records again). ``closed``: the jit's
+    program is made, so a recording learns nothing more (runs record what the jit learnt)."""
+
+    known: set = dataclasses.field(default_factory=set)
+    new: set = dataclasses.field(default_factory=set)
+    closed: bool = False
 
 
 def declare_valid(k, tile_type: TileType, name: str) -> None:
+    learnt = LEARNT_VALID.get()
+    if tile_type.valid_shape is None and learnt is not None and name in learnt.known:
+        tile_type = dataclasses.replace(tile_type, valid_shape=[DYNAMIC, DYNAMIC])  # set as the kernel runs
     if tile_type.valid_shape is None:
         return
     if len(tile_type.valid_shape) != 2:
@@ -60,6 +80,10 @@ def set_validshape(tile, shape) -> None:
     name = tile.group.name if hasattr(tile, "group") and not hasattr(tile, "rows") else getattr(tile, "name", None)
     k = current()
     slot = _VALID.get(k, {}).get(name)
+    learnt = LEARNT_VALID.get()
+    if slot is None and learnt is not None and not learnt.closed and name is not None:  # any tile's, in PyPTO-Pro
+        learnt.new.add(name)
+        return
     if slot is None:
         raise ValueError(
             f"rule 'valid shape': pl.set_validshape of {tile}, which was not declared with a valid_shape: declare its "

@@ -187,26 +187,28 @@ def make_tile_group(*, type, addrs, mutex_ids=None, depth=None, fwd_ids=None, bw
         raise ValueError(f"rule 'mutex ids': a depth-{depth} tile group takes {depth} mutex_ids, got {list(mutex_ids)}")
     addr_list = list(addrs) if isinstance(addrs, (list, tuple)) else [addrs]
     depth = depth or (len(mutex_ids) if mutex_ids else None) or len(addr_list)
+    gaps = {b - a for a, b in zip(addr_list, addr_list[1:])}
+    if len(gaps) > 1 or gaps and builtins.min(gaps) <= 0:
+        raise UnsupportedConstruct(
+            f"rule 'tile group addresses': slots at {[hex(a) for a in addr_list]} are not evenly spaced upward: "
+            "ascjax places a group's slots one stride apart; give addresses a fixed stride apart"
+        )
     k = current()
     shape, fmt = _tiles.placed(k, tile_type)
     dtype = dtype_name(tile_type.dtype)
+    stride = gaps.pop() if gaps else None
     group = k.declared(
         ("group", tile_type.buffer, shape, fmt, dtype, depth, tuple(addr_list), TILE_NAME.get()),
         lambda: k.tile_group(
-            tile_type.buffer, shape, dtype, depth, fmt=fmt, addr=addr_list[0], name=_tile_name(k), view=True
+            tile_type.buffer, shape, dtype, depth, fmt=fmt, addr=addr_list[0], name=_tile_name(k), view=True,
+            stride=stride,
         ),  # PyPTO-Pro places groups where they are written: two at one address view one array
-    )
+    )  # fmt: skip
     _tiles.note_zn(k, tile_type, group.group.name)
     _tiles.declare_valid(k, tile_type, group.group.name)
     _tiles.declare_pad(k, tile_type, group.group.name)
     if mutex_ids:
         auto_mutex.register(group.group.name, mutex_ids)
-    stride = group.group.stride_bytes
-    if len(addr_list) > 1 and addr_list != [addr_list[0] + i * stride for i in builtins.range(len(addr_list))]:
-        raise UnsupportedConstruct(
-            f"rule 'tile group addresses': slots at {[hex(a) for a in addr_list]} are not {stride} B apart: ascjax "
-            f"places a group's slots side by side; give addrs={addr_list[0]:#x} (slots {stride} B apart)"
-        )
     return group
 
 
@@ -327,13 +329,11 @@ def getval(container, offset):
 
 def move(dst_tile, src_tile, offset=None, *, acc_to_vec_mode=None, relu_pre_mode=None, scale=None, phase=None):
     """Between on-chip buffers: L1 -> L0A / L0B / Bias (MTE1), L0C -> UB (FIX), UB -> L1 (MTE3), UB -> UB (V)."""
-    if scale is not None:
-        raise UnsupportedConstruct("rule 'move scale': pl.move(..., scale=) is not modelled; quantise in pl.store")
     transpose = _tiles.is_zn(src_tile)  # a ZN Mat tile holds its transpose's Nz image
     if transpose and offset is not None:
         offset = tuple(offset)[::-1]
     _pl.move(dst_tile, src_tile, offset, acc_to_vec_mode=acc_to_vec_mode, phase=phase, relu=bool(relu_pre_mode),
-             transpose=transpose, valid=_tiles.valid(src_tile))  # fmt: skip
+             transpose=transpose, valid=_tiles.valid(src_tile), scale=_scale(scale))  # fmt: skip
 
 
 insert = _pl.insert

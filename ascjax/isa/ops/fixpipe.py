@@ -32,7 +32,7 @@ def _concrete(x):
         return None
 
 
-def _scale_operand(state: State, scale):
+def scale_operand(state: State, scale):
     """(scale values, kind) of a ``quant_scale``: None, a scalar ("tensor") or a vector ("channel")."""
     if scale is None:
         return None, None
@@ -120,7 +120,7 @@ def fixpipe(
         f"GM tensor {dst!r} is a kernel input, and inputs are read-only: declare it in outputs (workspaces too)",
     )
     g = state.gm[dst]
-    scale, scale_kind = _scale_operand(state, quant_scale)
+    scale, scale_kind = scale_operand(state, quant_scale)
     q, out_dtype = quant.resolve(
         src.dtype,
         jnp.dtype(g.dtype).name,

@@ -85,9 +85,10 @@ def store(
 
 def move_to_vec(
     state: State, dst: Tile, src: Tile, *, acc_to_vec_mode=AccToVecMode.SingleModeVec0, phase=None, relu: bool = False,
-    m=None, n=None,
+    m=None, n=None, scale=None,
 ) -> State:  # fmt: skip
     """``pl.move`` of an L0C tile to the AIVs' UB (FIX), split by ``acc_to_vec_mode``; phases as for ``store``;
-    ``m`` / ``n``: a tail's region of ``src`` (the split divides it)."""
+    ``m`` / ``n``: a tail's region of ``src`` (the split divides it); ``scale``: a per-tensor quantisation."""
     _expect(src, Buffer.L0C, "src")
-    return copy_l0c2ub(state, dst, src, acc_to_vec_mode=acc_to_vec_mode, relu=relu, unit_flag_mode=phase, m=m, n=n)
+    return copy_l0c2ub(state, dst, src, acc_to_vec_mode=acc_to_vec_mode, relu=relu, unit_flag_mode=phase, m=m, n=n,
+                       quant_scale=scale)  # fmt: skip

@@ -19,9 +19,11 @@ import jax.numpy as jnp
 
 from ...core import Buffer, Format
 from ...core._memory import Tile
+from ...core.formats import quant
 from ...core.layout import from_fractal, pad_to, to_fractal
 from ...engine._state import State
 from ._machine import core_of, executes, poison, racy_read, select, static_int
+from .fixpipe import scale_operand
 from .move import _expect, _need, checked_offsets, offset_faults
 from .unit_flag import mode_value
 from .valid import check_valid, is_whole, valid_faults, valid_mask, window_index
@@ -229,17 +231,26 @@ def copy_l0c2ub(
     n: int | None = None,
     relu: bool = False,
     unit_flag_mode=None,
+    quant_scale=None,
 ) -> State:
     """``move`` L0C -> UB on the cube's FIX pipe: the (m x n) top-left of ``src`` (Nz) to the AIVs' ``dst`` (ND).
 
-    The cast follows ``dst``'s dtype (f32 -> f16/bf16 round to nearest even). With the unit
-    flag on it waits for the mmad's UPDATE like ``fixpipe`` (``STPhase``).
+    The cast follows ``dst``'s dtype (f32 -> f16/bf16 round to nearest even). ``quant_scale`` (one scale, traced
+    allowed) quantises on the way as ``fixpipe`` does into GM, in the mode ``dst``'s dtype names (f32 -> int8 /
+    f16, int32 -> int8 / f16, ...). With the unit flag on it waits for the mmad's UPDATE like ``fixpipe``
+    (``STPhase``).
     """
     _expect(src, Buffer.L0C, "src")
     _expect(dst, Buffer.UB, "dst")
     _nd(dst, "a move out of L0C into UB")
-    allowed = ("float32", "float16", "bfloat16") if src.dtype == "float32" else ("int32",)
-    _need(dst.dtype in allowed, f"rule 'move dtypes': {src} converts to {'/'.join(allowed)}, not {dst.dtype}")
+    q = None
+    if quant_scale is None:
+        allowed = ("float32", "float16", "bfloat16") if src.dtype == "float32" else ("int32",)
+        _need(dst.dtype in allowed, f"rule 'move dtypes': {src} converts to {'/'.join(allowed)}, not {dst.dtype}")
+    else:
+        scale, kind = scale_operand(state, quant_scale)
+        _need(kind == "tensor", f"rule 'move scale': a move out of L0C takes one scale, got shape {jnp.shape(scale)}")
+        q, out_dtype = quant.resolve(src.dtype, dst.dtype, arch=state.chip.arch, chip=state.chip.name, scale=kind)
     faults = l0c_to_ub_faults(src, dst, acc_to_vec_mode, m, n)
     m = src.rows if m is None else m
     n = src.cols if n is None else n
@@ -257,7 +268,10 @@ def copy_l0c2ub(
         )
     mode_value(unit_flag_mode, writer=False)  # a phase of the other side is refused; the flag is the control plane's
     data = poison(from_fractal(state.tile(src), Format.NZ), racy_read(), state.options)
-    if relu:
+    if q is not None:
+        data = quant.apply(data, q, out_dtype, scale=scale, relu=relu, saturate=state.aic.saturation,
+                           straight_through=state.options.straight_through)  # fmt: skip
+    elif relu:
         data = jnp.maximum(data, 0)
     if traced:
         return _traced_parts(state, dst, data, split(mode_enum, m, n), executes(faults))
