@@ -131,20 +131,22 @@ class Allocator:
         """Place ``depth`` equal tiles side by side; returns (slot-0 tile, stride in bytes).
 
         The stride is the tile's size rounded up to the buffer alignment and to whole 512 B
-        granules, so slots never share a granule (or a unit-flag block); a ``stride`` given (slots the kernel placed
-        further apart) must be a whole number of those units, and the bytes between slots belong to the group. With
+        granules, so slots never share a granule (or a unit-flag block); a ``stride`` given (slots the kernel placed)
+        holds a tile, aligned as the buffer's tiles are (L0C's in whole 512 B unit-flag blocks), and the bytes
+        between slots belong to the group. With
         ``view``, a group at exactly the bytes of a live group whose slots hold as many elements of its dtype, both
         ND or of one shape and format, is a view of it (the same elements slot by slot).
         """
         probe = self._probe(buffer, shape, dtype, fmt, name)
         unit = max(self.chip.align_bytes[probe.buffer], 512)
-        least = -(-probe.nbytes // unit) * unit
-        if stride is not None and (stride < least or stride % unit):
+        stride = -(-probe.nbytes // unit) * unit if stride is None else int(stride)
+        # slots the kernel placed: aligned as any tile of the buffer (L0C's in whole unit-flag blocks), apart
+        placed = self.chip.align_bytes[probe.buffer] if probe.buffer is not Buffer.L0C else unit
+        if stride < probe.nbytes or stride % placed:
             raise ValueError(
-                f"rule 'tile group addresses': slots {stride} B apart do not hold {probe} whole in granules of "
-                f"{unit} B: place them a multiple of {unit} B apart, at least {least} B"
+                f"rule 'tile group addresses': slots {stride} B apart do not hold {probe} ({probe.nbytes} B) each, "
+                f"aligned to {placed} B: place them a multiple of {placed} B apart, at least {probe.nbytes} B"
             )
-        stride = least if stride is None else int(stride)
         viewed = self._viewed_group(probe, addr, stride, depth) if view else None
         if viewed is not None:
             tile = dataclasses.replace(probe, addr=viewed.addr, storage=viewed.key)

@@ -46,7 +46,7 @@ class Gate:
         self.regions = [Region(loop=False)]
         # the branches and inner loops that hold a cross-core wait (found by discovery) run in line: a branch's
         # sides under their predicates, a loop unrolled, so their waits cut segments as the record numbers them;
-        # per site, the waits and issues one iteration of the loop holds (None: a branch)
+        # per site, the waits, issues and sites one iteration of the loop holds (None: a branch)
         self.flat: dict = {}
         self.sites = 0  # branches and inner loops met so far in this region, outside any ``nested`` one
         self.inner = 0  # inside a top-level loop's body or a branch run in line: a loop met here is no region

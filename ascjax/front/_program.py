@@ -650,17 +650,19 @@ class Program:
                 if gate.waits == waits:  # no wait: it runs inside one segment
                     gate.sites = mark
                     return
-                gate.flat[key] = (gate.waits - waits, self._tag_pos[self._tag_key] - first)
+                # per iteration: its waits, its issues, and the branches and loops met in it (``Gate.site``)
+                gate.flat[key] = (gate.waits - waits, self._tag_pos[self._tag_key] - first, gate.sites - mark)
                 for i in range(1, n):
                     self._unrolled(n, body, count, i, first)
                 return
             if key in gate.flat:
-                first, (per, issues) = self._tag_pos[self._tag_key], gate.flat[key]
+                first, (per, issues, sites) = self._tag_pos[self._tag_key], gate.flat[key]
                 for i in range(n):
                     if gate.reaches(per):
                         self._unrolled(n, body, count, i, first)
-                    else:  # no op of the segment in it: the iteration passes its waits untraced
+                    else:  # no op of the segment in it: the iteration passes its waits and sites untraced
                         gate.waits += per
+                        gate.sites += sites
                 self._tag_pos[self._tag_key] = first + issues
                 return
         if gate.nested or gate.inner or self._depth:  # a nested loop runs inside one segment (it holds no wait)
