@@ -200,8 +200,8 @@ def copy_ub2l1(state: State, dst: Tile, src: Tile, *, row: int = 0, col: int = 0
     core_of(sub)
     unit_c = dst.c0 if dst.fmt is Format.NZ else 1
     span_c = -(-src.cols // unit_c) * unit_c  # whole fractal columns (zeros past the source's columns)
-    if static_int(col) is not None:
-        span_c = min(span_c, dst.padded[1] - col)
+    if static_int(col) is not None:  # the static value: ``col`` itself may be a concrete traced array
+        span_c = min(span_c, dst.padded[1] - static_int(col))
     span_c = min(span_c, dst.padded[1])
     old = state.tile(dst)
     nd = from_fractal(old, dst.fmt)
