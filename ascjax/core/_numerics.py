@@ -8,31 +8,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# The trace a call runs under (JAX's eager evaluation at the bottom, vmaps above it). No public API tells it:
-# ``jax.extend.core.take_current_trace`` hands over the trace object but not the classes that say what it is (eager,
-# batching or staging: ``jax.core`` exports only ``Trace``, ``jax.interpreters.batching`` no ``BatchTrace``),
-# ``jax.extend.core.find_top_trace`` needs arguments, and ``unsafe_am_i_under_a_jit/vmap_DO_NOT_USE`` cannot tell a
-# ``grad`` (which stages a jit into a bigger program, refusing compiler options) from eager evaluation, nor can a
-# fresh array (concrete under ``grad`` and ``vmap`` alike, a tracer only under ``jit``). So the private names
-# (checked against JAX 0.10.2), with JAX's options kept everywhere where they are gone.
+# The trace a call runs under (JAX's eager evaluation at the bottom, vmaps above it), from the public
+# ``jax.extend.core.take_current_trace``. JAX exports no classes that say what a trace is (``jax.core`` has only
+# ``Trace``, ``jax.interpreters.batching`` no ``BatchTrace``), so the trace is known by its class's name: eager
+# evaluation (``EvalTrace``) or a ``vmap`` (``BatchTrace``, whose ``parent_trace`` is the one below it), checked
+# against JAX 0.10.2. ``unsafe_am_i_under_a_jit/vmap_DO_NOT_USE`` cannot tell a ``grad`` (which stages a jit into a
+# bigger program, refusing compiler options) from eager evaluation, nor can a fresh array. Where the names are gone,
+# every program keeps JAX's options.
 try:
-    from jax._src.core import EvalTrace as _EvalTrace
-    from jax._src.core import trace_ctx as _trace_ctx
-    from jax._src.interpreters.batching import BatchTrace as _BatchTrace
-except ImportError:  # pragma: no cover - a JAX without them: every program keeps JAX's options
-    _trace_ctx = None
+    from jax.extend.core import take_current_trace as _take_current_trace
+except ImportError:  # pragma: no cover - a JAX without it: every program keeps JAX's options
+    _take_current_trace = None
 
 
 def compiled_on_its_own() -> bool:
     """Whether a ``jax.jit`` called here becomes a program of its own, which can take compiler options: outside every
     transformation, or under ``vmap``s alone (JAX compiles the batched program by itself). Inside a trace that stages
     it into a bigger program (a ``jit``, ``grad`` or ``eval_shape``) JAX refuses them."""
-    if _trace_ctx is None:  # pragma: no cover
+    if _take_current_trace is None:  # pragma: no cover
         return False
-    trace = _trace_ctx.trace
-    while isinstance(trace, _BatchTrace):
-        trace = trace.parent_trace
-    return isinstance(trace, _EvalTrace)
+    with _take_current_trace() as trace:
+        while type(trace).__name__ == "BatchTrace":
+            trace = trace.parent_trace
+        return type(trace).__name__ == "EvalTrace"
 
 
 #: XLA may keep f16 and bf16 intermediates in float32 ("excess precision", on by default). On a GPU it then drops a
