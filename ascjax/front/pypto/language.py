@@ -252,14 +252,13 @@ def _window(tensor, offsets, tile, what: str, axes: tuple | None) -> tuple:
     return tensor.offsets_2d(offsets, tile.rows, what, axes)
 
 
-def _in_tiles(tile_offsets, tile, order) -> tuple:
+def _in_tiles(tile_offsets, tile, axes: tuple | None) -> tuple:
     """Element offsets of ``tile_offsets`` counted in tiles along the dimensions the tile's rows and columns run
-    (``order``'s, the last two when it is None; elements on the others)."""
+    (``axes``, from ``_order``; the last two when None), in elements on the others."""
     offsets = list(tile_offsets)
     if len(offsets) == 1:
         return (offsets[0] * tile.cols,)
-    pair = order is not None and len(order) == 2 and all(0 <= int(a) < len(offsets) for a in order)
-    row_axis, col_axis = sorted(int(a) for a in order) if pair else (len(offsets) - 2, len(offsets) - 1)
+    row_axis, col_axis = axes or (len(offsets) - 2, len(offsets) - 1)
     offsets[row_axis] = offsets[row_axis] * tile.rows
     offsets[col_axis] = offsets[col_axis] * tile.cols
     return tuple(offsets)
@@ -274,7 +273,8 @@ def load(dst_tile, src_tensor, offsets=(0, 0), *, order=None):
 
 def load_tile(dst_tile, src_tensor, tile_offsets, *, order=None):
     """``load`` with the offsets along the tile's rows and columns in units of its shape."""
-    load(dst_tile, src_tensor, _in_tiles(tile_offsets, dst_tile, order), order=order)
+    axes = _order(order, "load", src_tensor, dst_tile)
+    load(dst_tile, src_tensor, _in_tiles(tile_offsets, dst_tile, axes), order=order)
 
 
 def _scale(scale):
@@ -305,7 +305,8 @@ def store(dst_tensor, src_tile, offsets=(0, 0), *, relu_pre_mode=None, scale=Non
 def store_tile(dst_tensor, src_tile, tile_offsets, *, relu_pre_mode=None, scale=None, order=None, atomic=None,
                phase=None):  # fmt: skip
     """``store`` with the offsets along the tile's rows and columns in units of its shape."""
-    store(dst_tensor, src_tile, _in_tiles(tile_offsets, src_tile, order), relu_pre_mode=relu_pre_mode, scale=scale,
+    axes = _order(order, "store", dst_tensor, src_tile)
+    store(dst_tensor, src_tile, _in_tiles(tile_offsets, src_tile, axes), relu_pre_mode=relu_pre_mode, scale=scale,
           order=order, atomic=atomic, phase=phase)  # fmt: skip
 
 
